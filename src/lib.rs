@@ -1,0 +1,2 @@
+//! tensorgate
+pub mod proto;
