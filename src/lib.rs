@@ -1,2 +1,21 @@
-//! tensorgate
+//! tensorgate: a KServe v2 HTTP gateway (JSON and Triton's binary tensor
+//! extension) in front of gRPC inference servers, byte-compatible with
+//! Triton's own HTTP endpoint.
+//!
+//! Modules in the order data flows through them:
+//! `front` (pingora glue, routes, pipeline) → `wire` (pure codecs) →
+//! `model` (protocol-neutral tensors) → `translate` (to/from gRPC) →
+//! `upstream` (tonic client, model cache) → back. `error` is the one table
+//! from failure to status; `config` the typed, validated configuration;
+//! `demo` the embedded upstream used by `tensorgate demo` and the tests.
+
+pub mod config;
+pub mod error;
+pub mod front;
+pub mod model;
 pub mod proto;
+pub mod translate;
+pub mod upstream;
+pub mod wire;
+
+pub use front::handler::Gateway;

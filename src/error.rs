@@ -1,0 +1,222 @@
+//! The one table from failure to answer. Every failure in the gateway is an
+//! [`Error`] with a [`Kind`]; [`Kind::status`] is the only place that picks an
+//! HTTP status (and its gRPC code), and [`Error::body`] the only place that
+//! renders Triton's `{"error":"..."}` body.
+
+use crate::wire::json_write::write_str;
+
+/// Who failed, and how. The variants follow Triton's error codes (facts §0.1)
+/// plus what only a gateway can hit (upstream unreachable, deadline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Client mistake detected by us or the upstream (`INVALID_ARG`).
+    InvalidArg,
+    /// Malformed JSON or a JSON value of the wrong type. Triton answers 500
+    /// (`INTERNAL`); it is the client's mistake, so we answer 400
+    /// (docs/compatibility.md).
+    JsonAccess,
+    /// Upstream `UNKNOWN`, `ALREADY_EXISTS`, `CANCELLED` (Triton: 400).
+    ClientOther(tonic::Code),
+    NotFound,
+    /// No route matched (`{"error":"Not Found"}`).
+    RouteNotFound,
+    MethodNotAllowed,
+    Unsupported,
+    /// `Content-Encoding` we cannot inflate; adds `Accept-Encoding: gzip, deflate`.
+    UnsupportedEncoding,
+    Internal,
+    /// Upstream said `UNAVAILABLE` (e.g. polling mode refuses load/unload).
+    Unavailable,
+    /// The upstream could not be reached at all (connect refused, reset).
+    UpstreamUnreachable,
+    /// The request's deadline passed before the upstream answered.
+    UpstreamTimeout,
+    /// A request body larger than the configured limit.
+    PayloadTooLarge,
+}
+
+/// Which `Content-Type` an error carries: Triton uses `application/json`
+/// once a handler has started on the body, `text/plain` before (facts §0.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCt {
+    Json,
+    Text,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub kind: Kind,
+    pub message: String,
+    pub ct: ErrorCt,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Kind {
+    /// HTTP status and the gRPC code a gRPC client would see.
+    pub fn status(self) -> (u16, tonic::Code) {
+        use tonic::Code as C;
+        match self {
+            Kind::InvalidArg | Kind::JsonAccess => (400, C::InvalidArgument),
+            Kind::ClientOther(code) => (400, code),
+            Kind::NotFound | Kind::RouteNotFound => (404, C::NotFound),
+            Kind::MethodNotAllowed => (405, C::Unimplemented),
+            Kind::PayloadTooLarge => (413, C::ResourceExhausted),
+            Kind::Unsupported | Kind::UnsupportedEncoding => (501, C::Unimplemented),
+            Kind::Internal => (500, C::Internal),
+            Kind::Unavailable | Kind::UpstreamUnreachable => (503, C::Unavailable),
+            Kind::UpstreamTimeout => (504, C::DeadlineExceeded),
+        }
+    }
+
+    /// The inverse of facts §0.1: an upstream gRPC code to our kind.
+    pub fn from_grpc(code: tonic::Code) -> Kind {
+        use tonic::Code as C;
+        match code {
+            C::InvalidArgument => Kind::InvalidArg,
+            C::NotFound => Kind::NotFound,
+            C::Internal => Kind::Internal,
+            C::Unavailable => Kind::Unavailable,
+            C::Unimplemented => Kind::Unsupported,
+            C::DeadlineExceeded => Kind::UpstreamTimeout,
+            other => Kind::ClientOther(other),
+        }
+    }
+}
+
+impl Error {
+    pub fn new(kind: Kind, message: impl Into<String>) -> Error {
+        Error {
+            kind,
+            message: message.into(),
+            ct: ErrorCt::Json,
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Error {
+        Error::new(Kind::InvalidArg, message)
+    }
+
+    pub fn json(message: impl Into<String>) -> Error {
+        Error::new(Kind::JsonAccess, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Error {
+        Error::new(Kind::NotFound, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Error {
+        Error::new(Kind::Internal, message)
+    }
+
+    pub fn unsupported(message: impl Into<String>) -> Error {
+        Error::new(Kind::Unsupported, message)
+    }
+
+    /// Mark the error as produced before the body was read (`text/plain`).
+    pub fn plain(mut self) -> Error {
+        self.ct = ErrorCt::Text;
+        self
+    }
+
+    pub fn route_not_found() -> Error {
+        Error::new(Kind::RouteNotFound, "Not Found").plain()
+    }
+
+    pub fn method_not_allowed() -> Error {
+        Error::new(Kind::MethodNotAllowed, "Method Not Allowed").plain()
+    }
+
+    /// An upstream gRPC status, its message passed through verbatim.
+    pub fn from_status(status: &tonic::Status) -> Error {
+        if status.code() == tonic::Code::Unavailable && is_transport_failure(status) {
+            return Error::new(
+                Kind::UpstreamUnreachable,
+                format!("upstream unavailable: {}", status.message()),
+            );
+        }
+        if status.code() == tonic::Code::Cancelled && status.message().contains("Timeout expired") {
+            return Error::new(Kind::UpstreamTimeout, "upstream deadline exceeded");
+        }
+        Error::new(Kind::from_grpc(status.code()), status.message())
+    }
+
+    pub fn status(&self) -> u16 {
+        self.kind.status().0
+    }
+
+    pub fn content_type(&self) -> &'static str {
+        match self.ct {
+            ErrorCt::Json => "application/json",
+            ErrorCt::Text => "text/plain",
+        }
+    }
+
+    /// `{"error":"<message>"}`, escaped the way rapidjson writes strings.
+    pub fn body(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.message.len() + 12);
+        out.extend_from_slice(b"{\"error\":");
+        write_str(&mut out, self.message.as_bytes());
+        out.push(b'}');
+        out
+    }
+
+    /// Extra response headers some errors carry.
+    pub fn extra_headers(&self) -> &'static [(&'static str, &'static str)] {
+        match self.kind {
+            Kind::UnsupportedEncoding => &[("Accept-Encoding", "gzip, deflate")],
+            _ => &[],
+        }
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({:?})", self.message, self.kind)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// A status tonic made up because the connection failed, as opposed to an
+/// `UNAVAILABLE` the upstream server itself returned.
+fn is_transport_failure(status: &tonic::Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(err) = source {
+        if err.is::<tonic::transport::Error>() || err.is::<std::io::Error>() {
+            return true;
+        }
+        source = err.source();
+    }
+    status.metadata().is_empty() && status.message().contains("connect")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_codes_map_to_triton_statuses() {
+        use tonic::Code as C;
+        let cases = [
+            (C::InvalidArgument, 400),
+            (C::Unknown, 400),
+            (C::AlreadyExists, 400),
+            (C::Cancelled, 400),
+            (C::Internal, 500),
+            (C::NotFound, 404),
+            (C::Unavailable, 503),
+            (C::Unimplemented, 501),
+            (C::DeadlineExceeded, 504),
+        ];
+        for (code, http) in cases {
+            assert_eq!(Kind::from_grpc(code).status().0, http, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn body_escapes_like_rapidjson() {
+        let e = Error::invalid("a\"b\n\u{1}");
+        assert_eq!(e.body(), b"{\"error\":\"a\\\"b\\n\\u0001\"}".to_vec());
+    }
+}

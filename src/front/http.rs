@@ -1,0 +1,84 @@
+//! The gateway's own small HTTP request/response types, so the pipeline is
+//! independent of pingora (and testable without a socket). `session.rs`
+//! converts to and from pingora's types.
+
+use bytes::Bytes;
+use http::Method;
+
+use crate::error::Error;
+
+#[derive(Debug, Clone)]
+pub struct HttpRequest {
+    pub method: Method,
+    /// Raw path without the query string.
+    pub path: String,
+    /// Header names as the client wrote them (case preserved, facts §4.3).
+    pub headers: Vec<(String, Bytes)>,
+    pub body: Bytes,
+}
+
+impl HttpRequest {
+    /// First header with this name, compared case-insensitively.
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_ref())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    /// Body chunks, written in order (binary outputs stay separate `Bytes`).
+    pub body: Vec<Bytes>,
+}
+
+impl HttpResponse {
+    pub fn new(status: u16, content_type: &str, body: Vec<Bytes>) -> HttpResponse {
+        HttpResponse {
+            status,
+            headers: vec![("Content-Type", content_type.to_string())],
+            body,
+        }
+    }
+
+    /// 200 with a JSON body.
+    pub fn json(body: Vec<u8>) -> HttpResponse {
+        HttpResponse::new(200, "application/json", vec![Bytes::from(body)])
+    }
+
+    /// An empty body with the given status and content type.
+    pub fn empty(status: u16, content_type: &str) -> HttpResponse {
+        HttpResponse::new(status, content_type, Vec::new())
+    }
+
+    pub fn error(error: &Error) -> HttpResponse {
+        let mut response = HttpResponse::new(
+            error.status(),
+            error.content_type(),
+            vec![Bytes::from(error.body())],
+        );
+        for (name, value) in error.extra_headers() {
+            response.headers.push((name, (*value).to_string()));
+        }
+        response
+    }
+
+    pub fn body_len(&self) -> usize {
+        self.body.iter().map(Bytes::len).sum()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The whole body in one buffer (tests and small answers).
+    pub fn body_bytes(&self) -> Vec<u8> {
+        self.body.concat()
+    }
+}

@@ -1,0 +1,146 @@
+//! The `/infer` pipeline (facts §2.1 order of operations): model lookup,
+//! decompression, header split, decode, model-level checks, header
+//! forwarding, `ModelInfer` upstream, encode, response compression.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::error::{Error, Kind, Result};
+use crate::front::handler::Gateway;
+use crate::front::http::{HttpRequest, HttpResponse};
+use crate::front::route::ModelRef;
+use crate::model::{InferRequest, ModelInfo, Param};
+use crate::translate::{checks, from_grpc, to_grpc};
+use crate::wire::{compress, v2_request, v2_response};
+
+impl Gateway {
+    pub(crate) async fn infer(&self, model: &ModelRef, req: &HttpRequest) -> Result<HttpResponse> {
+        let info = self.model_info(model).await.map_err(Error::plain)?;
+        if info.as_ref().is_some_and(|i| i.decoupled) {
+            return Err(Error::unsupported(
+                "HTTP end point doesn't support models with decoupled transaction policy",
+            )
+            .plain());
+        }
+        let body = self.decompress(req)?;
+        let decoded = v2_request::decode(
+            &model.name,
+            &model.version,
+            body,
+            req.header("Inference-Header-Content-Length"),
+            self.decode_limits(),
+        )?;
+        let mut request = match decoded {
+            v2_request::Body::Json(request) => request,
+            v2_request::Body::Raw(body) => {
+                let info = info.as_deref().ok_or_else(|| {
+                    Error::unsupported("raw binary requests need the model configuration, which the upstream does not provide")
+                })?;
+                checks::raw_request(&model.name, &model.version, info, body)?
+            }
+        };
+        checks::classification(&request, info.as_deref())?;
+        checks::tensor_sizes(&request, info.as_deref())?;
+        self.forward_headers(req, &mut request);
+        let response = self.call_infer(&request).await?;
+        let encoded = v2_response::encode(&response, &request)?;
+        Ok(self.infer_response(encoded, req.header("Accept-Encoding")))
+    }
+
+    async fn call_infer(&self, request: &InferRequest) -> Result<crate::model::InferResponse> {
+        let message = to_grpc::model_infer(request);
+        let mut client = self.upstream.client().map_err(|s| Error::from_status(&s))?;
+        let response = client
+            .model_infer(self.upstream.request(message))
+            .await
+            .map_err(|s| Error::from_status(&s))?;
+        Ok(from_grpc::model_infer(response.into_inner(), &request.id))
+    }
+
+    /// Request `Content-Encoding` (facts §4.1): gzip/deflate inflated with
+    /// the decompressed-size limit; anything else is 501.
+    fn decompress(&self, req: &HttpRequest) -> Result<Bytes> {
+        let encoding =
+            compress::request_encoding(req.header("Content-Encoding")).map_err(|()| {
+                Error::new(Kind::UnsupportedEncoding, "Unsupported compression type").plain()
+            })?;
+        if encoding == compress::Encoding::Identity {
+            return Ok(req.body.clone());
+        }
+        compress::inflate(&req.body, self.config.limits.max_input_size)
+            .map(Bytes::from)
+            .map_err(|e| Error::invalid(e.to_string()))
+    }
+
+    /// `--http-header-forward-pattern`: matching headers become string
+    /// parameters named exactly as the client wrote them (facts §4.3).
+    fn forward_headers(&self, req: &HttpRequest, request: &mut InferRequest) {
+        let Some(pattern) = &self.forward_pattern else {
+            return;
+        };
+        for (name, value) in &req.headers {
+            if pattern.is_match(name) {
+                let value = String::from_utf8_lossy(value).into_owned();
+                request
+                    .parameters
+                    .push((name.clone(), Param::String(value)));
+            }
+        }
+    }
+
+    fn infer_response(&self, encoded: v2_response::Encoded, accept: Option<&[u8]>) -> HttpResponse {
+        let mut headers = vec![("Content-Type", encoded.content_type().to_string())];
+        if let Some(n) = encoded.header_length() {
+            headers.push(("Inference-Header-Content-Length", n.to_string()));
+        }
+        let encoding = compress::negotiate(accept);
+        let mut body: Vec<Bytes> = Vec::with_capacity(1 + encoded.tails.len());
+        body.push(Bytes::from(encoded.header));
+        body.extend(encoded.tails);
+        if let Some(name) = encoding.header_value() {
+            let chunks: Vec<&[u8]> = body.iter().map(Bytes::as_ref).collect();
+            if let Ok(compressed) = compress::compress(encoding, &chunks) {
+                headers.push(("Content-Encoding", name.to_string()));
+                body = vec![Bytes::from(compressed)];
+            }
+        }
+        HttpResponse {
+            status: 200,
+            headers,
+            body,
+        }
+    }
+
+    /// Model signature from the cache, or `ModelConfig` upstream (falling
+    /// back to `ModelMetadata` for servers without it). `Ok(None)` when the
+    /// upstream offers neither; unknown models are the upstream's 404.
+    pub(crate) async fn model_info(&self, model: &ModelRef) -> Result<Option<Arc<ModelInfo>>> {
+        if let Some(info) = self.models.get(&model.name, &model.version) {
+            return Ok(Some(info));
+        }
+        let mut client = self.upstream.client().map_err(|s| Error::from_status(&s))?;
+        let request = crate::proto::inference::ModelConfigRequest {
+            name: model.name.clone(),
+            version: model.version.clone(),
+        };
+        let info = match client.model_config(self.upstream.request(request)).await {
+            Ok(r) => from_grpc::model_info_from_config(r.into_inner().config.unwrap_or_default()),
+            Err(s) if s.code() == tonic::Code::Unimplemented => {
+                let request = crate::proto::inference::ModelMetadataRequest {
+                    name: model.name.clone(),
+                    version: model.version.clone(),
+                };
+                match client.model_metadata(self.upstream.request(request)).await {
+                    Ok(r) => from_grpc::model_info_from_metadata(r.into_inner()),
+                    Err(s) if s.code() == tonic::Code::Unimplemented => return Ok(None),
+                    Err(s) => return Err(Error::from_status(&s)),
+                }
+            }
+            Err(s) => return Err(Error::from_status(&s)),
+        };
+        let info = Arc::new(info);
+        self.models.put(&model.name, &model.version, info.clone());
+        Ok(Some(info))
+    }
+}

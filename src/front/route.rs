@@ -1,0 +1,267 @@
+//! Classifies a request once, from its method and raw path, into a
+//! [`Route`] (facts §0.3). Nothing downstream looks at the path again.
+//! Matching is on the raw, un-percent-decoded path; the query is ignored.
+
+use http::Method;
+
+/// A model reference taken from the path: name used verbatim, version as
+/// written (digits only; empty = the server's version policy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelRef {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShmAction {
+    Status,
+    Register,
+    Unregister,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    HealthLive,
+    HealthReady,
+    ServerMetadata,
+    ModelMetadata(ModelRef),
+    ModelReady(ModelRef),
+    ModelConfig(ModelRef),
+    /// `None` = statistics of every model.
+    ModelStats(Option<ModelRef>),
+    Infer(ModelRef),
+    Generate(ModelRef),
+    GenerateStream(ModelRef),
+    /// `None` = global trace settings.
+    TraceSetting(Option<String>),
+    Logging,
+    RepositoryIndex,
+    /// `repository` is the optional explicit repository segment.
+    RepositoryLoad {
+        model: String,
+        repository: Option<String>,
+    },
+    RepositoryUnload {
+        model: String,
+        repository: Option<String>,
+    },
+    SystemShm {
+        region: Option<String>,
+        action: ShmAction,
+    },
+    CudaShm {
+        region: Option<String>,
+        action: ShmAction,
+    },
+}
+
+impl Route {
+    /// Classifies `path` (query already stripped). `None` = 404 Not Found.
+    pub fn classify(path: &str) -> Option<Route> {
+        match path {
+            "/v2/models/stats" => return Some(Route::ModelStats(None)),
+            "/v2/logging" => return Some(Route::Logging),
+            "/v2" => return Some(Route::ServerMetadata),
+            "/v2/health/live" => return Some(Route::HealthLive),
+            "/v2/health/ready" => return Some(Route::HealthReady),
+            "/v2/trace/setting" => return Some(Route::TraceSetting(None)),
+            _ => {}
+        }
+        let rest = path.strip_prefix("/v2/")?;
+        let segments: Vec<&str> = rest.split('/').collect();
+        if segments.iter().any(|s| s.is_empty()) {
+            return None;
+        }
+        match segments[0] {
+            "models" => model_route(&segments[1..]),
+            "systemsharedmemory" => shm_route(&segments[1..])
+                .map(|(region, action)| Route::SystemShm { region, action }),
+            "cudasharedmemory" => {
+                shm_route(&segments[1..]).map(|(region, action)| Route::CudaShm { region, action })
+            }
+            "repository" => repository_route(&segments[1..]),
+            _ => None,
+        }
+    }
+
+    /// Methods each route accepts (others get 405).
+    pub fn allows(&self, method: &Method) -> bool {
+        let get = method == Method::GET;
+        let post = method == Method::POST;
+        match self {
+            Route::HealthLive
+            | Route::HealthReady
+            | Route::ServerMetadata
+            | Route::ModelMetadata(_)
+            | Route::ModelReady(_)
+            | Route::ModelConfig(_)
+            | Route::ModelStats(_) => get,
+            Route::TraceSetting(_) | Route::Logging => get || post,
+            Route::SystemShm { action, .. } | Route::CudaShm { action, .. } => match action {
+                ShmAction::Status => get,
+                _ => post,
+            },
+            Route::Infer(_)
+            | Route::Generate(_)
+            | Route::GenerateStream(_)
+            | Route::RepositoryIndex
+            | Route::RepositoryLoad { .. }
+            | Route::RepositoryUnload { .. } => post,
+        }
+    }
+
+    /// Routes whose error answers are `text/plain` when produced before any
+    /// body handling (facts §0.2).
+    pub fn plain_before_body(&self) -> bool {
+        matches!(
+            self,
+            Route::HealthLive | Route::HealthReady | Route::ModelReady(_) | Route::Infer(_)
+        )
+    }
+}
+
+/// `/v2/models/{m}[/versions/{v}][/suffix]` (facts §0.3 rule 3).
+fn model_route(segs: &[&str]) -> Option<Route> {
+    let (name, rest) = segs.split_first()?;
+    let (version, rest) = match rest {
+        ["versions", v, rest @ ..] if v.bytes().all(|b| b.is_ascii_digit()) => (*v, rest),
+        _ => ("", rest),
+    };
+    let model = ModelRef {
+        name: (*name).to_string(),
+        version: normalize_version(version),
+    };
+    let versioned = !version.is_empty();
+    Some(match rest {
+        [] => Route::ModelMetadata(model),
+        ["infer"] => Route::Infer(model),
+        ["generate"] => Route::Generate(model),
+        ["generate_stream"] => Route::GenerateStream(model),
+        ["ready"] => Route::ModelReady(model),
+        ["config"] => Route::ModelConfig(model),
+        ["stats"] => Route::ModelStats(Some(model)),
+        ["trace", "setting"] if !versioned => Route::TraceSetting(Some(model.name)),
+        _ => return None,
+    })
+}
+
+/// Triton parses the version with `stol`: `01` is version 1 (`Q05`).
+fn normalize_version(v: &str) -> String {
+    if v.is_empty() {
+        return String::new();
+    }
+    let trimmed = v.trim_start_matches('0');
+    if trimmed.is_empty() {
+        "0".to_string()
+    } else {
+        trimmed.to_string()
+    }
+}
+
+fn shm_route(segs: &[&str]) -> Option<(Option<String>, ShmAction)> {
+    let (region, action) = match segs {
+        ["region", r, a] => (Some((*r).to_string()), *a),
+        [a] => (None, *a),
+        _ => return None,
+    };
+    let action = match action {
+        "status" => ShmAction::Status,
+        "register" => ShmAction::Register,
+        "unregister" => ShmAction::Unregister,
+        _ => return None,
+    };
+    Some((region, action))
+}
+
+/// `/v2/repository[/{r}]/(index|models/{m}/(load|unload))` (rule 8).
+fn repository_route(segs: &[&str]) -> Option<Route> {
+    let (repository, rest) = match segs {
+        ["index"] | ["models", ..] => (None, segs),
+        [r, rest @ ..] => (Some((*r).to_string()), rest),
+        [] => return None,
+    };
+    match rest {
+        ["index"] => Some(Route::RepositoryIndex),
+        ["models", m, "load"] => Some(Route::RepositoryLoad {
+            model: (*m).to_string(),
+            repository,
+        }),
+        ["models", m, "unload"] => Some(Route::RepositoryUnload {
+            model: (*m).to_string(),
+            repository,
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(name: &str, version: &str) -> ModelRef {
+        ModelRef {
+            name: name.into(),
+            version: version.into(),
+        }
+    }
+
+    #[test]
+    fn classifies_the_facts_sheet_paths() {
+        let cases = [
+            ("/v2", Some(Route::ServerMetadata)),
+            ("/v2/health/live", Some(Route::HealthLive)),
+            ("/v2/models/stats", Some(Route::ModelStats(None))),
+            (
+                "/v2/models/add_sub",
+                Some(Route::ModelMetadata(m("add_sub", ""))),
+            ),
+            (
+                "/v2/models/add_sub/versions/01/infer",
+                Some(Route::Infer(m("add_sub", "1"))),
+            ),
+            (
+                "/v2/models/add_sub/versions/0/ready",
+                Some(Route::ModelReady(m("add_sub", "0"))),
+            ),
+            (
+                "/v2/models/add%5Fsub/config",
+                Some(Route::ModelConfig(m("add%5Fsub", ""))),
+            ),
+            (
+                "/v2/models/a/trace/setting",
+                Some(Route::TraceSetting(Some("a".into()))),
+            ),
+            ("/v2/models/a/versions/1/trace/setting", None),
+            ("/v2/models/a/versions/x/infer", None),
+            ("/v2/models/a/", None),
+            ("/v2//models/a", None),
+            ("/v2/repository/index", Some(Route::RepositoryIndex)),
+            ("/v2/repository/any/index", Some(Route::RepositoryIndex)),
+            (
+                "/v2/repository/r/models/m/load",
+                Some(Route::RepositoryLoad {
+                    model: "m".into(),
+                    repository: Some("r".into()),
+                }),
+            ),
+            (
+                "/v2/systemsharedmemory/region/r1/status",
+                Some(Route::SystemShm {
+                    region: Some("r1".into()),
+                    action: ShmAction::Status,
+                }),
+            ),
+            (
+                "/v2/cudasharedmemory/unregister",
+                Some(Route::CudaShm {
+                    region: None,
+                    action: ShmAction::Unregister,
+                }),
+            ),
+            ("/v2/nothing", None),
+        ];
+        for (path, want) in cases {
+            assert_eq!(Route::classify(path), want, "{path}");
+        }
+    }
+}

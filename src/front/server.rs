@@ -1,0 +1,37 @@
+//! Builds and runs the pingora server: one HTTP service (h1 + h2c) bound to
+//! the configured address, with a grace period that suits Kubernetes.
+
+use std::sync::Arc;
+
+use pingora_core::apps::HttpServerOptions;
+use pingora_core::server::configuration::ServerConf;
+use pingora_core::server::Server;
+
+use crate::front::handler::Gateway;
+use crate::front::session::GatewayService;
+
+/// Runs the gateway until the process is told to stop. Never returns.
+pub fn run(gateway: Gateway) -> ! {
+    let config = gateway.config().clone();
+    let conf = ServerConf {
+        threads: config.server.threads,
+        grace_period_seconds: Some(config.server.grace_period_seconds),
+        graceful_shutdown_timeout_seconds: Some(config.server.grace_period_seconds),
+        ..ServerConf::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(None, conf);
+    server.bootstrap();
+    let service = GatewayService {
+        gateway: Arc::new(gateway),
+    };
+    let mut http = pingora_proxy::http_proxy_service(&server.configuration, service);
+    if let Some(app) = http.app_logic_mut() {
+        let mut options = HttpServerOptions::default();
+        options.h2c = true;
+        app.server_options = Some(options);
+    }
+    http.add_tcp(&config.server.listen);
+    server.add_service(http);
+    tracing::info!(listen = %config.server.listen, upstream = %config.upstream.address, "tensorgate listening");
+    server.run_forever()
+}

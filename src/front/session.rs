@@ -1,0 +1,178 @@
+//! The only pingora glue: one `ProxyHttp` service whose `request_filter`
+//! classifies the request, reads the body within the limits, runs the
+//! pipeline and writes the one answer (returning `Ok(true)`, so pingora
+//! never proxies these routes itself).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use pingora_core::upstreams::peer::HttpPeer;
+use pingora_core::{Error as PingoraError, ErrorType, Result as PingoraResult};
+use pingora_http::ResponseHeader;
+use pingora_proxy::{ProxyHttp, Session};
+
+use crate::error::{Error, Kind};
+use crate::front::handler::Gateway;
+use crate::front::http::{HttpRequest, HttpResponse};
+use crate::front::route::Route;
+
+/// The pingora service: translated routes only.
+pub struct GatewayService {
+    pub gateway: Arc<Gateway>,
+}
+
+/// Why a body could not be read in full.
+enum BodyError {
+    /// Refused by a limit: answer, then close the connection.
+    Refused(Error),
+    /// The client went away or the stream broke: nobody to answer.
+    Io(Box<PingoraError>),
+}
+
+#[async_trait]
+impl ProxyHttp for GatewayService {
+    type CTX = ();
+
+    fn new_ctx(&self) -> Self::CTX {}
+
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        _ctx: &mut (),
+    ) -> PingoraResult<Box<HttpPeer>> {
+        // Every route is answered in request_filter; nothing is proxied raw.
+        Err(PingoraError::explain(
+            ErrorType::InternalError,
+            "no raw proxy route",
+        ))
+    }
+
+    async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> PingoraResult<bool> {
+        let header = session.req_header();
+        let path = String::from_utf8_lossy(header.raw_path());
+        let path = path.split('?').next().unwrap_or_default().to_string();
+        let method = header.method.clone();
+        let headers: Vec<(String, Bytes)> = header
+            .case_header_iter()
+            .map(|(name, value)| {
+                let name = String::from_utf8_lossy(name.as_slice()).into_owned();
+                (name, Bytes::copy_from_slice(value.as_bytes()))
+            })
+            .collect();
+        let Some(route) = Route::classify(&path) else {
+            return self
+                .answer(
+                    session,
+                    HttpResponse::error(&Error::route_not_found()),
+                    true,
+                )
+                .await;
+        };
+        let body = match self.read_body(session).await {
+            Ok(body) => body,
+            Err(BodyError::Refused(error)) => {
+                return self
+                    .answer(session, HttpResponse::error(&error), true)
+                    .await;
+            }
+            Err(BodyError::Io(e)) => return Err(e),
+        };
+        let request = HttpRequest {
+            method,
+            path,
+            headers,
+            body,
+        };
+        let response = self.gateway.handle_route(&route, &request).await;
+        self.answer(session, response, false).await
+    }
+}
+
+impl GatewayService {
+    /// Reads the whole body into one buffer sized from `Content-Length`,
+    /// enforcing the body-size and chunk-count limits as it goes.
+    async fn read_body(&self, session: &mut Session) -> Result<Bytes, BodyError> {
+        let limits = &self.gateway.config().limits;
+        let declared = session
+            .req_header()
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if let Some(n) = declared.filter(|n| *n > limits.max_body_size as u64) {
+            return Err(BodyError::Refused(too_large(n, limits.max_body_size)));
+        }
+        let expects_continue = session
+            .req_header()
+            .headers
+            .get(http::header::EXPECT)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+        if expects_continue {
+            session
+                .as_downstream_mut()
+                .write_continue_response()
+                .await
+                .map_err(BodyError::Io)?;
+        }
+        let mut body = BytesMut::with_capacity(declared.unwrap_or(0) as usize);
+        let mut chunks = 0usize;
+        while let Some(chunk) = session.read_request_body().await.map_err(BodyError::Io)? {
+            if chunk.is_empty() {
+                continue;
+            }
+            chunks += 1;
+            if declared.is_none() && chunks > limits.max_chunks {
+                return Err(BodyError::Refused(Error::invalid(format!(
+                    "Chunked request body exceeds maximum of {} non-empty chunks. Send fewer or larger HTTP chunks.",
+                    limits.max_chunks
+                ))));
+            }
+            if body.len() + chunk.len() > limits.max_body_size {
+                return Err(BodyError::Refused(too_large(
+                    (body.len() + chunk.len()) as u64,
+                    limits.max_body_size,
+                )));
+            }
+            if body.is_empty() && declared == Some(chunk.len() as u64) {
+                return Ok(chunk);
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body.freeze())
+    }
+
+    /// Writes the one answer. `close` drops the connection afterwards
+    /// (used when the request body was not read to its end).
+    async fn answer(
+        &self,
+        session: &mut Session,
+        response: HttpResponse,
+        close: bool,
+    ) -> PingoraResult<bool> {
+        let mut header = ResponseHeader::build(response.status, Some(response.headers.len() + 1))?;
+        for (name, value) in &response.headers {
+            header.insert_header(*name, value.as_str())?;
+        }
+        header.insert_header("Content-Length", response.body_len().to_string())?;
+        if close {
+            session.set_keepalive(None);
+        }
+        let empty = response.body.is_empty();
+        session
+            .write_response_header(Box::new(header), empty)
+            .await?;
+        let last = response.body.len().saturating_sub(1);
+        for (i, chunk) in response.body.into_iter().enumerate() {
+            session.write_response_body(Some(chunk), i == last).await?;
+        }
+        Ok(true)
+    }
+}
+
+fn too_large(size: u64, limit: usize) -> Error {
+    Error::new(
+        Kind::PayloadTooLarge,
+        format!("request body of {size} bytes exceeds the maximum allowed size of {limit} bytes. Use --max-body-size to increase the limit."),
+    )
+}

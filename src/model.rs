@@ -1,0 +1,281 @@
+//! Protocol-neutral inference data: datatypes, shapes, tensors, requests and
+//! responses. Imports nothing of ours; `wire` decodes into these types and
+//! `translate` turns them into gRPC messages and back.
+
+use bytes::Bytes;
+
+/// A tensor element type, named as in the v2 protocol (`"FP32"`, `"BYTES"`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DataType {
+    Bool,
+    Uint8,
+    Uint16,
+    Uint32,
+    Uint64,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    Fp16,
+    Fp32,
+    Fp64,
+    Bytes,
+    Bf16,
+}
+
+/// Every datatype, in the order Triton lists them.
+pub const ALL_DATATYPES: [DataType; 14] = [
+    DataType::Bool,
+    DataType::Uint8,
+    DataType::Uint16,
+    DataType::Uint32,
+    DataType::Uint64,
+    DataType::Int8,
+    DataType::Int16,
+    DataType::Int32,
+    DataType::Int64,
+    DataType::Fp16,
+    DataType::Fp32,
+    DataType::Fp64,
+    DataType::Bytes,
+    DataType::Bf16,
+];
+
+impl DataType {
+    /// Exact, case-sensitive mapping of the protocol name (facts §2.3 item 3).
+    pub fn parse(name: &[u8]) -> Option<DataType> {
+        ALL_DATATYPES
+            .into_iter()
+            .find(|d| d.as_str().as_bytes() == name)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DataType::Bool => "BOOL",
+            DataType::Uint8 => "UINT8",
+            DataType::Uint16 => "UINT16",
+            DataType::Uint32 => "UINT32",
+            DataType::Uint64 => "UINT64",
+            DataType::Int8 => "INT8",
+            DataType::Int16 => "INT16",
+            DataType::Int32 => "INT32",
+            DataType::Int64 => "INT64",
+            DataType::Fp16 => "FP16",
+            DataType::Fp32 => "FP32",
+            DataType::Fp64 => "FP64",
+            DataType::Bytes => "BYTES",
+            DataType::Bf16 => "BF16",
+        }
+    }
+
+    /// Bytes per element; `None` for BYTES (variable, length-prefixed).
+    pub fn element_size(self) -> Option<usize> {
+        Some(match self {
+            DataType::Bool | DataType::Uint8 | DataType::Int8 => 1,
+            DataType::Uint16 | DataType::Int16 | DataType::Fp16 | DataType::Bf16 => 2,
+            DataType::Uint32 | DataType::Int32 | DataType::Fp32 => 4,
+            DataType::Uint64 | DataType::Int64 | DataType::Fp64 => 8,
+            DataType::Bytes => return None,
+        })
+    }
+
+    /// The ModelConfig enum name (`TYPE_FP32`, `TYPE_STRING` for BYTES).
+    pub fn config_name(self) -> &'static str {
+        match self {
+            DataType::Bytes => "TYPE_STRING",
+            other => CONFIG_NAMES[other as usize],
+        }
+    }
+
+    /// Maps a ModelConfig enum name back (`TYPE_STRING` is BYTES).
+    pub fn from_config_name(name: &str) -> Option<DataType> {
+        if name == "TYPE_STRING" {
+            return Some(DataType::Bytes);
+        }
+        ALL_DATATYPES
+            .into_iter()
+            .find(|d| *d != DataType::Bytes && d.config_name() == name)
+    }
+}
+
+const CONFIG_NAMES: [&str; 14] = [
+    "TYPE_BOOL",
+    "TYPE_UINT8",
+    "TYPE_UINT16",
+    "TYPE_UINT32",
+    "TYPE_UINT64",
+    "TYPE_INT8",
+    "TYPE_INT16",
+    "TYPE_INT32",
+    "TYPE_INT64",
+    "TYPE_FP16",
+    "TYPE_FP32",
+    "TYPE_FP64",
+    "TYPE_STRING",
+    "TYPE_BF16",
+];
+
+/// Number of elements of `shape`, or `None` when a dim is negative or the
+/// product overflows. Like Triton, an empty shape has zero elements for JSON
+/// data (facts §2.3, `J16`); callers that need scalar semantics say so.
+pub fn element_count(shape: &[i64]) -> Option<u64> {
+    if shape.is_empty() {
+        return Some(0);
+    }
+    shape.iter().try_fold(1u64, |acc, &d| {
+        let d = u64::try_from(d).ok()?;
+        acc.checked_mul(d)
+    })
+}
+
+/// A typed parameter value, as `InferParameter` carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Param {
+    Bool(bool),
+    Int64(i64),
+    Uint64(u64),
+    Double(f64),
+    String(String),
+}
+
+/// Where an input's (or output's) data lives when it is in shared memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedMemory {
+    pub region: String,
+    pub offset: u64,
+    pub byte_size: u64,
+}
+
+/// The data source of one input.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputData {
+    /// Serialized tensor bytes (little-endian, BYTES length-prefixed).
+    Raw(Bytes),
+    SharedMemory(SharedMemory),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputTensor {
+    pub name: String,
+    /// The datatype exactly as the client wrote it (an unknown name is
+    /// forwarded so the upstream reports its own mismatch error).
+    pub datatype: String,
+    pub shape: Vec<i64>,
+    pub data: InputData,
+}
+
+/// How an output should be rendered in the HTTP answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputKind {
+    Json,
+    Binary,
+    SharedMemory,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestedOutput {
+    pub name: String,
+    /// Top-K classification; 0 = off (never forwarded upstream).
+    pub classification: u32,
+    pub kind: OutputKind,
+    pub shared_memory: Option<SharedMemory>,
+}
+
+/// A decoded inference request, independent of HTTP or gRPC.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct InferRequest {
+    pub model_name: String,
+    pub model_version: String,
+    /// Request id as the client sent it (raw bytes, echoed verbatim).
+    pub id: Vec<u8>,
+    /// Parameters in document order (reserved ones already typed, §5.1).
+    pub parameters: Vec<(String, Param)>,
+    pub inputs: Vec<InputTensor>,
+    /// Outputs listed by the client (duplicates collapsed).
+    pub outputs: Vec<RequestedOutput>,
+    /// Kind of outputs *not* listed in `outputs` (`binary_data_output`).
+    pub unlisted_kind: Option<OutputKind>,
+}
+
+impl InferRequest {
+    /// The render kind of an output the upstream produced (facts §2.4).
+    pub fn output_kind(&self, name: &str) -> OutputKind {
+        match self.outputs.iter().find(|o| o.name == name) {
+            Some(o) => o.kind,
+            None => self.unlisted_kind.unwrap_or(OutputKind::Json),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputTensor {
+    pub name: String,
+    pub datatype: String,
+    pub shape: Vec<i64>,
+    /// Raw bytes as the upstream sent them (empty for shm outputs).
+    pub data: Bytes,
+}
+
+/// A decoded inference response.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct InferResponse {
+    pub id: Vec<u8>,
+    pub model_name: String,
+    pub model_version: String,
+    pub parameters: Vec<(String, Param)>,
+    pub outputs: Vec<OutputTensor>,
+}
+
+/// What the gateway knows of a model's signature (from the upstream's
+/// ModelConfig, or its ModelMetadata when the server has no ModelConfig).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorInfo {
+    pub name: String,
+    /// `None` when the upstream named a type we do not know.
+    pub datatype: Option<DataType>,
+    /// Dims without the batch dimension (`-1` = variable).
+    pub dims: Vec<i64>,
+    pub optional: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ModelInfo {
+    pub max_batch_size: i64,
+    pub decoupled: bool,
+    pub inputs: Vec<TensorInfo>,
+    pub outputs: Vec<TensorInfo>,
+}
+
+impl ModelInfo {
+    pub fn input(&self, name: &str) -> Option<&TensorInfo> {
+        self.inputs.iter().find(|t| t.name == name)
+    }
+
+    pub fn output(&self, name: &str) -> Option<&TensorInfo> {
+        self.outputs.iter().find(|t| t.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn datatype_names_round_trip() {
+        for d in ALL_DATATYPES {
+            assert_eq!(DataType::parse(d.as_str().as_bytes()), Some(d));
+            assert_eq!(DataType::from_config_name(d.config_name()), Some(d));
+        }
+        assert_eq!(DataType::parse(b"fp32"), None);
+        assert_eq!(DataType::parse(b"STRING"), None);
+        assert_eq!(DataType::Bytes.config_name(), "TYPE_STRING");
+    }
+
+    #[test]
+    fn element_count_checks_overflow_and_sign() {
+        assert_eq!(element_count(&[]), Some(0));
+        assert_eq!(element_count(&[2, 3]), Some(6));
+        assert_eq!(element_count(&[-1]), None);
+        assert_eq!(element_count(&[i64::MAX, 3]), None);
+    }
+}

@@ -1,0 +1,7 @@
+//! Conversions between protocol-neutral types (and HTTP JSON bodies) and the
+//! generated gRPC messages, named by direction: `to_grpc` builds upstream
+//! requests, `from_grpc` renders upstream answers.
+
+pub mod checks;
+pub mod from_grpc;
+pub mod to_grpc;

@@ -1,0 +1,94 @@
+//! Protocol-neutral requests to gRPC messages. The only place (with
+//! `from_grpc`) that sees both our model types and the generated wire types.
+
+use std::collections::HashMap;
+
+use crate::model::{InferRequest, InputData, Param, SharedMemory};
+use crate::proto::inference::{
+    infer_parameter::ParameterChoice,
+    model_infer_request::{InferInputTensor, InferRequestedOutputTensor},
+    InferParameter, ModelInferRequest,
+};
+
+pub fn param(value: &Param) -> InferParameter {
+    let choice = match value {
+        Param::Bool(b) => ParameterChoice::BoolParam(*b),
+        Param::Int64(n) => ParameterChoice::Int64Param(*n),
+        Param::Uint64(n) => ParameterChoice::Uint64Param(*n),
+        Param::Double(d) => ParameterChoice::DoubleParam(*d),
+        Param::String(s) => ParameterChoice::StringParam(s.clone()),
+    };
+    InferParameter {
+        parameter_choice: Some(choice),
+    }
+}
+
+/// Shared-memory keys as gRPC wants them: offset and byte size as
+/// `int64_param`, byte size always present (facts §6.3, §9 item 6).
+fn shm_params(shm: &SharedMemory, into: &mut HashMap<String, InferParameter>) {
+    let int = |n: u64| param(&Param::Int64(i64::try_from(n).unwrap_or(i64::MAX)));
+    into.insert(
+        "shared_memory_region".into(),
+        param(&Param::String(shm.region.clone())),
+    );
+    into.insert("shared_memory_offset".into(), int(shm.offset));
+    into.insert("shared_memory_byte_size".into(), int(shm.byte_size));
+}
+
+/// Builds `ModelInferRequest` with `raw_input_contents` (never typed
+/// contents). The tensor `Bytes` are reference-counted, not copied here;
+/// prost copies them once into tonic's frame buffer when encoding.
+pub fn model_infer(request: &InferRequest) -> ModelInferRequest {
+    let mut raw = Vec::with_capacity(request.inputs.len());
+    let inputs = request
+        .inputs
+        .iter()
+        .map(|input| {
+            let mut parameters = HashMap::new();
+            match &input.data {
+                InputData::Raw(bytes) => raw.push(bytes.clone()),
+                InputData::SharedMemory(shm) => shm_params(shm, &mut parameters),
+            }
+            InferInputTensor {
+                name: input.name.clone(),
+                datatype: input.datatype.clone(),
+                shape: input.shape.clone(),
+                parameters,
+                contents: None,
+            }
+        })
+        .collect();
+    let outputs = request
+        .outputs
+        .iter()
+        .map(|output| {
+            let mut parameters = HashMap::new();
+            if output.classification > 0 {
+                parameters.insert(
+                    "classification".into(),
+                    param(&Param::Int64(i64::from(output.classification))),
+                );
+            }
+            if let Some(shm) = &output.shared_memory {
+                shm_params(shm, &mut parameters);
+            }
+            InferRequestedOutputTensor {
+                name: output.name.clone(),
+                parameters,
+            }
+        })
+        .collect();
+    ModelInferRequest {
+        model_name: request.model_name.clone(),
+        model_version: request.model_version.clone(),
+        id: String::from_utf8_lossy(&request.id).into_owned(),
+        parameters: request
+            .parameters
+            .iter()
+            .map(|(k, v)| (k.clone(), param(v)))
+            .collect(),
+        inputs,
+        outputs,
+        raw_input_contents: raw,
+    }
+}

@@ -1,0 +1,48 @@
+//! What the gateway must know about a model that the v2 HTTP front checks
+//! before calling the upstream (facts §2.1 step 2, §2.7, §3.5): its inputs,
+//! outputs, batching and transaction policy. Fetched with `ModelConfig`
+//! (or `ModelMetadata` from servers without it) and cached for a short time;
+//! repository load/unload through the gateway invalidates the cache.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::model::ModelInfo;
+
+type Key = (String, String);
+
+/// A small TTL cache keyed by (model, version).
+pub struct ModelCache {
+    ttl: Duration,
+    entries: Mutex<HashMap<Key, (Instant, Arc<ModelInfo>)>>,
+}
+
+impl ModelCache {
+    pub fn new(ttl: Duration) -> ModelCache {
+        ModelCache {
+            ttl,
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn get(&self, model: &str, version: &str) -> Option<Arc<ModelInfo>> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let (at, info) = entries.get(&(model.to_string(), version.to_string()))?;
+        (at.elapsed() < self.ttl).then(|| info.clone())
+    }
+
+    pub fn put(&self, model: &str, version: &str, info: Arc<ModelInfo>) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.insert(
+            (model.to_string(), version.to_string()),
+            (Instant::now(), info),
+        );
+    }
+
+    /// Drops every version of `model` (after load/unload).
+    pub fn invalidate(&self, model: &str) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.retain(|(m, _), _| m != model);
+    }
+}

@@ -1,0 +1,1107 @@
+//! rapidjson-compatible JSON parser (DOM) for Triton's HTTP request headers.
+//!
+//! Triton 2.51 parses the JSON inference header with
+//! `Document::Parse<kParseNanAndInfFlag>(base, size)` of **rapidjson 1.1.0** (the
+//! Ubuntu/Debian `rapidjson-dev` package, `1.1.0+dfsg2`). This module reproduces that
+//! parser byte for byte where a client can notice: which inputs are accepted, the DOM
+//! that results (including how numbers are classified and converted), and the error
+//! message and byte offset of every rejection. It is pure (no I/O) and iterative (no
+//! native recursion, so arbitrarily deep input cannot overflow the stack).
+//!
+//! Behaviour reproduced from rapidjson 1.1.0 (`reader.h`, `encodedstream.h`,
+//! `memorystream.h`, `internal/strtod.h`, `error/en.h`), checked against the real library:
+//!
+//! * **NUL-terminated view.** rapidjson reads a `MemoryStream` whose `Peek()` returns `'\0'`
+//!   at the end, and it never consumes a `'\0'`; so a NUL byte behaves exactly like the end
+//!   of the input: `{"a":1}\0garbage` parses (trailing data after the NUL is ignored), a
+//!   NUL inside a string is "Missing a closing quotation mark in string.", a NUL where a
+//!   value is expected is "Invalid value.", a NUL right at the start is "The document is
+//!   empty.".
+//! * **BOM.** The UTF-8 `MemoryStream` wrapper skips a leading `EF`, then a `BB`, then a
+//!   `BF`, each one only if present (so a lone leading `BB` is skipped too). Offsets still
+//!   count the skipped bytes.
+//! * **Whitespace** is exactly space, `\t`, `\n`, `\r`. No comments, no trailing commas.
+//! * **Strings** are not UTF-8 validated: raw bytes >= 0x80 are copied verbatim. Raw
+//!   control characters (< 0x20) are rejected with "Invalid escape character in string."
+//!   at the control character's offset (this does not depend on
+//!   `kParseValidateEncodingFlag`). Escape and `\u` errors are reported at the offset of the
+//!   backslash that starts the escape (for a surrogate pair: of the first `\u`). A lone low
+//!   surrogate (`\uDC00`..`\uDFFF`) is accepted and encoded as 3 bytes (CESU-style); a high
+//!   surrogate must be followed by `\u` + a low surrogate.
+//! * **Numbers** (`ParseNumber` without `kParseFullPrecisionFlag`, 64-bit build):
+//!   - an integer literal without fraction/exponent is an unsigned integer if it fits
+//!     `u64`, a signed one if negative and it fits `i64` (`-0` is the integer 0, i.e.
+//!     [`Value::Uint`]`(0)`: rapidjson stores it as `Int(0)`, which also answers
+//!     `IsUint64`); larger integers become doubles;
+//!   - doubles use rapidjson's "normal precision" conversion, reproduced operation by
+//!     operation in IEEE double arithmetic: significand accumulated as `u64` while it is
+//!     below 2^53, then as `d = d * 10 + digit` for at most 17 significant digits (further
+//!     fraction digits are ignored), then one multiplication or division by an exact power
+//!     of ten from a table `1e0..1e308` (two steps below `1e-308`). This is **not**
+//!     always the correctly rounded value: about a quarter of random 16-17 digit literals
+//!     come out one ulp away from Rust's `str::parse` (`-906545.7626021169` becomes the
+//!     double that prints as `-906545.7626021168`). Triton stores exactly these values,
+//!     so this module deliberately does not use a correctly rounding parser. The port
+//!     assumes Triton's x86-64 build, where `d * 10 + digit` is two rounded operations
+//!     (no FMA contraction), as in Rust; an aarch64 build of the C++ code could fuse them
+//!     and differ in the last bit in rare cases;
+//!   - `NaN`, `Inf`, `Infinity`, `-Inf`, `-Infinity` are accepted (`-NaN` too, giving a
+//!     positive quiet NaN), with rapidjson's exact matching quirks (e.g. `NaInf` is
+//!     `+Infinity`); a fraction or exponent after them is parsed and replaces the value
+//!     (`NaN.5` is 0.5), as rapidjson does;
+//!   - a positive exponent beyond `308 - fraction digits` is "Number too big to be stored
+//!     in double." at the number's start offset (even for `0e400`); an integer literal of
+//!     more than ~309 digits likewise. `10e308` and friends give `inf`, as in rapidjson.
+//!   - A negative exponent with billions of digits or > 2^31 fraction digits would
+//!     overflow a C++ `int` in rapidjson (undefined behaviour); here the arithmetic is
+//!     done in `i64`, which yields 0 for such absurd inputs.
+//! * **Objects** keep every member in document order, duplicates included; [`Value::get`]
+//!   returns the first one, like rapidjson's `FindMember`.
+//!
+//! **Depth limit (gateway addition).** rapidjson 1.1.0 recurses without a limit (Triton
+//! 2.51 can overflow its stack on very deep input). [`parse`] rejects nesting deeper than
+//! `max_depth` with [`ParseError::TooDeep`]: the root array/object is depth 1, so with
+//! `max_depth == 100` one hundred nested arrays parse and the 101st opening bracket fails,
+//! at the moment it is read (a syntax error later in the input is not reported then).
+//! Scalars do not count. Later Triton releases instead limit only the nesting below an
+//! input's `data` while flattening it (`JSON nesting depth exceeds maximum allowed limit
+//! (100)` as soon as a leaf or an array sits 100 levels below `data` itself), which
+//! callers may want to mirror separately. `max_depth` also bounds the native recursion of
+//! `Value`'s derived `Drop`, `Clone`, `PartialEq` and `Debug`, so keep it modest (a few
+//! thousand at most).
+
+use std::fmt;
+
+/// Default nesting limit used by the gateway (the root container is depth 1).
+pub const MAX_DEPTH: usize = 100;
+
+/// A parsed JSON value (rapidjson DOM equivalent).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// `null`
+    Null,
+    /// `true` / `false`
+    Bool(bool),
+    /// Non-negative integer literal that fits u64 (rapidjson: IsUint64; also IsInt64
+    /// when <= i64::MAX). `-0` is `Uint(0)`.
+    Uint(u64),
+    /// Negative integer literal that fits i64.
+    Int(i64),
+    /// Any literal with '.', exponent, NaN/Infinity, or an integer too large for u64/i64.
+    Double(f64),
+    /// Unescaped raw bytes (no UTF-8 validation; \uXXXX incl. surrogate pairs -> UTF-8).
+    String(Vec<u8>),
+    /// Array elements in document order.
+    Array(Vec<Value>),
+    /// Members in document order; duplicates kept.
+    Object(Vec<(Vec<u8>, Value)>),
+}
+
+impl Value {
+    /// First member named `key`; `None` if absent or if `self` is not an object.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        match self {
+            Value::Object(members) => members
+                .iter()
+                .find(|(k, _)| k.as_slice() == key.as_bytes())
+                .map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// rapidjson `GetUint64` guarded by `IsUint64`.
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            Value::Uint(u) => Some(*u),
+            _ => None,
+        }
+    }
+
+    /// rapidjson `GetInt64` guarded by `IsInt64`: `Uint` up to `i64::MAX`, or `Int`.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Uint(u) => i64::try_from(*u).ok(),
+            Value::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    /// rapidjson `GetDouble` guarded by `IsNumber` (integers converted with rounding to
+    /// nearest, as the C++ casts do).
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Uint(u) => Some(*u as f64),
+            Value::Int(i) => Some(*i as f64),
+            Value::Double(d) => Some(*d),
+            _ => None,
+        }
+    }
+
+    /// rapidjson `GetBool` guarded by `IsBool`.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// The raw (unescaped) bytes of a string.
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The elements of an array.
+    pub fn as_array(&self) -> Option<&[Value]> {
+        match self {
+            Value::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The members of an object, in document order.
+    pub fn as_object(&self) -> Option<&[(Vec<u8>, Value)]> {
+        match self {
+            Value::Object(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    /// Short type name for diagnostics.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Bool(_) => "bool",
+            Value::Uint(_) => "uint",
+            Value::Int(_) => "int",
+            Value::Double(_) => "double",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        }
+    }
+}
+
+/// Why [`parse`] rejected its input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseError {
+    /// rapidjson error: `message` is rapidjson's English text (GetParseError_En), `offset`
+    /// its byte offset.
+    Syntax {
+        /// rapidjson's `GetParseError_En` text.
+        message: &'static str,
+        /// rapidjson's `GetErrorOffset`.
+        offset: usize,
+    },
+    /// Nesting deeper than the limit.
+    TooDeep {
+        /// The limit that was exceeded.
+        limit: usize,
+    },
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::Syntax { message, offset } => write!(
+                f,
+                "failed to parse the request JSON buffer: {message} at {offset}"
+            ),
+            ParseError::TooDeep { limit } => write!(
+                f,
+                "JSON nesting depth exceeds maximum allowed limit ({limit})"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+// rapidjson 1.1.0 `GetParseError_En` texts for the errors this parser can raise.
+const DOCUMENT_EMPTY: &str = "The document is empty.";
+const ROOT_NOT_SINGULAR: &str = "The document root must not be followed by other values.";
+const VALUE_INVALID: &str = "Invalid value.";
+const OBJECT_MISS_NAME: &str = "Missing a name for object member.";
+const OBJECT_MISS_COLON: &str = "Missing a colon after a name of object member.";
+const OBJECT_MISS_COMMA_OR_CURLY: &str = "Missing a comma or '}' after an object member.";
+const ARRAY_MISS_COMMA_OR_SQUARE: &str = "Missing a comma or ']' after an array element.";
+const STRING_UNICODE_ESCAPE_INVALID_HEX: &str = "Incorrect hex digit after \\u escape in string.";
+const STRING_UNICODE_SURROGATE_INVALID: &str = "The surrogate pair in string is invalid.";
+const STRING_ESCAPE_INVALID: &str = "Invalid escape character in string.";
+const STRING_MISS_QUOTATION_MARK: &str = "Missing a closing quotation mark in string.";
+const NUMBER_TOO_BIG: &str = "Number too big to be stored in double.";
+const NUMBER_MISS_FRACTION: &str = "Miss fraction part in number.";
+const NUMBER_MISS_EXPONENT: &str = "Miss exponent in number.";
+
+/// Parses `input` like Triton 2.51 (rapidjson 1.1.0, `kParseNanAndInfFlag`), rejecting
+/// containers nested deeper than `max_depth` (root container = depth 1).
+pub fn parse(input: &[u8], max_depth: usize) -> Result<Value, ParseError> {
+    let mut p = Parser { s: input, pos: 0 };
+    // EncodedInputStream<UTF8<>, MemoryStream>: each BOM byte skipped independently.
+    for bom in [0xEF, 0xBB, 0xBF] {
+        if p.peek() == bom {
+            p.pos += 1;
+        }
+    }
+    p.document(max_depth)
+}
+
+/// An open container while parsing iteratively, owning the entries read so far (a
+/// growing `Vec` per container: large arrays grow by reallocation, which for big blocks
+/// is a page remap rather than a copy, and are never copied once more at the end).
+enum Frame {
+    Array(Vec<Value>),
+    Object {
+        members: Vec<(Vec<u8>, Value)>,
+        key: Vec<u8>,
+    },
+}
+
+struct Parser<'a> {
+    s: &'a [u8],
+    /// Invariant: `pos <= s.len()`; it only advances past a byte that was peeked non-NUL.
+    pos: usize,
+}
+
+#[inline]
+fn syntax(message: &'static str, offset: usize) -> ParseError {
+    ParseError::Syntax { message, offset }
+}
+
+impl Parser<'_> {
+    /// rapidjson `MemoryStream::Peek`: `'\0'` at the end.
+    #[inline(always)]
+    fn peek(&self) -> u8 {
+        match self.s.get(self.pos) {
+            Some(&b) => b,
+            None => 0,
+        }
+    }
+
+    #[inline(always)]
+    fn consume(&mut self, c: u8) -> bool {
+        if self.peek() == c {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    #[inline(always)]
+    fn skip_ws(&mut self) {
+        while let Some(&(b' ' | b'\n' | b'\r' | b'\t')) = self.s.get(self.pos) {
+            self.pos += 1;
+        }
+    }
+
+    fn err<T>(&self, message: &'static str) -> Result<T, ParseError> {
+        Err(syntax(message, self.pos))
+    }
+
+    fn document(&mut self, max_depth: usize) -> Result<Value, ParseError> {
+        self.skip_ws();
+        if self.peek() == 0 {
+            return self.err(DOCUMENT_EMPTY);
+        }
+        let mut frames: Vec<Frame> = Vec::new();
+        'value: loop {
+            // Parse one value at `pos` (whitespace already skipped), or open a container.
+            let mut v = match self.peek() {
+                b'[' => {
+                    self.pos += 1;
+                    if frames.len() >= max_depth {
+                        return Err(ParseError::TooDeep { limit: max_depth });
+                    }
+                    self.skip_ws();
+                    if self.consume(b']') {
+                        Value::Array(Vec::new())
+                    } else {
+                        frames.push(Frame::Array(Vec::new()));
+                        continue 'value;
+                    }
+                }
+                b'{' => {
+                    self.pos += 1;
+                    if frames.len() >= max_depth {
+                        return Err(ParseError::TooDeep { limit: max_depth });
+                    }
+                    self.skip_ws();
+                    if self.consume(b'}') {
+                        Value::Object(Vec::new())
+                    } else {
+                        let key = self.member_name()?;
+                        frames.push(Frame::Object {
+                            members: Vec::new(),
+                            key,
+                        });
+                        continue 'value;
+                    }
+                }
+                b'n' => self.literal(b"ull", Value::Null)?,
+                b't' => self.literal(b"rue", Value::Bool(true))?,
+                b'f' => self.literal(b"alse", Value::Bool(false))?,
+                b'"' => Value::String(self.string()?),
+                _ => self.number()?,
+            };
+            // A value is complete: hand it to the enclosing container, closing as many
+            // containers as the input closes.
+            loop {
+                match frames.last_mut() {
+                    None => {
+                        self.skip_ws();
+                        if self.peek() != 0 {
+                            return self.err(ROOT_NOT_SINGULAR);
+                        }
+                        return Ok(v);
+                    }
+                    Some(Frame::Array(items)) => {
+                        items.push(v);
+                        self.skip_ws();
+                        match self.peek() {
+                            b',' => {
+                                self.pos += 1;
+                                self.skip_ws();
+                                continue 'value;
+                            }
+                            b']' => {
+                                self.pos += 1;
+                                let items = std::mem::take(items);
+                                frames.pop();
+                                v = Value::Array(items);
+                            }
+                            _ => return self.err(ARRAY_MISS_COMMA_OR_SQUARE),
+                        }
+                    }
+                    Some(Frame::Object { members, key }) => {
+                        members.push((std::mem::take(key), v));
+                        self.skip_ws();
+                        match self.peek() {
+                            b',' => {
+                                self.pos += 1;
+                                self.skip_ws();
+                                *key = self.member_name()?;
+                                continue 'value;
+                            }
+                            b'}' => {
+                                self.pos += 1;
+                                let members = std::mem::take(members);
+                                frames.pop();
+                                v = Value::Object(members);
+                            }
+                            _ => return self.err(OBJECT_MISS_COMMA_OR_CURLY),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `"name"` `ws` `:` `ws` (ParseObject's per-member prologue).
+    fn member_name(&mut self) -> Result<Vec<u8>, ParseError> {
+        if self.peek() != b'"' {
+            return self.err(OBJECT_MISS_NAME);
+        }
+        let key = self.string()?;
+        self.skip_ws();
+        if !self.consume(b':') {
+            return self.err(OBJECT_MISS_COLON);
+        }
+        self.skip_ws();
+        Ok(key)
+    }
+
+    /// `null` / `true` / `false` after the first letter: the error is at the first
+    /// mismatching byte.
+    fn literal(&mut self, rest: &[u8], v: Value) -> Result<Value, ParseError> {
+        self.pos += 1;
+        for &c in rest {
+            if !self.consume(c) {
+                return self.err(VALUE_INVALID);
+            }
+        }
+        Ok(v)
+    }
+
+    /// ParseStringToStream without encoding validation. `pos` is at the opening quote.
+    fn string(&mut self) -> Result<Vec<u8>, ParseError> {
+        self.pos += 1;
+        let mut out = Vec::new();
+        loop {
+            let rest = self.s.get(self.pos..).unwrap_or_default();
+            let n = rest
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+                .unwrap_or(rest.len());
+            out.extend_from_slice(&rest[..n]);
+            self.pos += n;
+            match self.peek() {
+                b'"' => {
+                    self.pos += 1;
+                    return Ok(out);
+                }
+                b'\\' => self.escape(&mut out)?,
+                0 => return self.err(STRING_MISS_QUOTATION_MARK),
+                _ => return self.err(STRING_ESCAPE_INVALID),
+            }
+        }
+    }
+
+    /// One escape sequence; `pos` is at the backslash, which is where errors are reported.
+    fn escape(&mut self, out: &mut Vec<u8>) -> Result<(), ParseError> {
+        let escape_offset = self.pos;
+        self.pos += 1;
+        let unescaped = match self.peek() {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            b'/' => b'/',
+            b'b' => 0x08,
+            b'f' => 0x0C,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            b'u' => {
+                self.pos += 1;
+                let mut cp = self.hex4(escape_offset)?;
+                if (0xD800..=0xDBFF).contains(&cp) {
+                    if !(self.consume(b'\\') && self.consume(b'u')) {
+                        return Err(syntax(STRING_UNICODE_SURROGATE_INVALID, escape_offset));
+                    }
+                    let low = self.hex4(escape_offset)?;
+                    if !(0xDC00..=0xDFFF).contains(&low) {
+                        return Err(syntax(STRING_UNICODE_SURROGATE_INVALID, escape_offset));
+                    }
+                    cp = (((cp - 0xD800) << 10) | (low - 0xDC00)) + 0x10000;
+                }
+                encode_utf8(cp, out);
+                return Ok(());
+            }
+            _ => return Err(syntax(STRING_ESCAPE_INVALID, escape_offset)),
+        };
+        self.pos += 1;
+        out.push(unescaped);
+        Ok(())
+    }
+
+    fn hex4(&mut self, escape_offset: usize) -> Result<u32, ParseError> {
+        let mut cp = 0u32;
+        for _ in 0..4 {
+            let c = self.peek();
+            let digit = match c {
+                b'0'..=b'9' => c - b'0',
+                b'A'..=b'F' => c - b'A' + 10,
+                b'a'..=b'f' => c - b'a' + 10,
+                _ => return Err(syntax(STRING_UNICODE_ESCAPE_INVALID_HEX, escape_offset)),
+            };
+            cp = (cp << 4) | u32::from(digit);
+            self.pos += 1;
+        }
+        Ok(cp)
+    }
+
+    #[inline(always)]
+    fn digit(&self) -> Option<u8> {
+        let c = self.peek();
+        c.is_ascii_digit().then(|| c - b'0')
+    }
+
+    /// rapidjson 1.1.0 `ParseNumber` (NaN/Inf enabled, normal precision, 64-bit).
+    fn number(&mut self) -> Result<Value, ParseError> {
+        let start = self.pos;
+        let minus = self.consume(b'-');
+
+        // Integer part: zero / digit1-9 *DIGIT, first in 32 bits, then in 64 bits.
+        let mut i: u32 = 0;
+        let mut u: u64 = 0;
+        let mut use64 = false;
+        let mut significand_digits: i32 = 0;
+        let mut d: f64 = 0.0;
+        let mut nan_or_inf = false;
+        let c = self.peek();
+        if c == b'0' {
+            self.pos += 1;
+        } else if c.is_ascii_digit() {
+            i = u32::from(c - b'0');
+            self.pos += 1;
+            // Switch to 64 bits before the value would exceed 2^31 (negative) / 2^32 - 1.
+            let (limit, last) = if minus {
+                (214_748_364, 8)
+            } else {
+                (429_496_729, 5)
+            };
+            while let Some(dg) = self.digit() {
+                if i >= limit && (i != limit || dg > last) {
+                    u = u64::from(i);
+                    use64 = true;
+                    break;
+                }
+                i = i * 10 + u32::from(dg);
+                self.pos += 1;
+                significand_digits += 1;
+            }
+        } else if c == b'I' || c == b'N' {
+            nan_or_inf = true;
+            if self.consume(b'N') && self.consume(b'a') && self.consume(b'N') {
+                d = f64::NAN;
+            } else if self.consume(b'I') && self.consume(b'n') && self.consume(b'f') {
+                d = if minus {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                };
+                if self.peek() == b'i'
+                    && !(self.consume(b'i')
+                        && self.consume(b'n')
+                        && self.consume(b'i')
+                        && self.consume(b't')
+                        && self.consume(b'y'))
+                {
+                    return self.err(VALUE_INVALID);
+                }
+            } else {
+                return self.err(VALUE_INVALID);
+            }
+        } else {
+            return self.err(VALUE_INVALID);
+        }
+
+        // 64-bit integer part; past 2^63 (negative) / 2^64 - 1 it continues as a double.
+        let mut use_double = false;
+        if use64 {
+            let (limit, last) = if minus {
+                (0x0CCC_CCCC_CCCC_CCCC_u64, 8)
+            } else {
+                (0x1999_9999_9999_9999_u64, 5)
+            };
+            while let Some(dg) = self.digit() {
+                if u >= limit && (u != limit || dg > last) {
+                    d = u as f64;
+                    use_double = true;
+                    break;
+                }
+                u = u * 10 + u64::from(dg);
+                self.pos += 1;
+                significand_digits += 1;
+            }
+        }
+        if use_double {
+            while let Some(dg) = self.digit() {
+                if d >= 1.797_693_134_862_315_7e307 {
+                    return Err(syntax(NUMBER_TOO_BIG, start));
+                }
+                d = d * 10.0 + f64::from(dg);
+                self.pos += 1;
+            }
+        }
+
+        // Fraction.
+        let mut exp_frac: i64 = 0;
+        if self.consume(b'.') {
+            if self.digit().is_none() {
+                return self.err(NUMBER_MISS_FRACTION);
+            }
+            if !use_double {
+                if !use64 {
+                    u = u64::from(i);
+                }
+                while let Some(dg) = self.digit() {
+                    if u > 0x1F_FFFF_FFFF_FFFF {
+                        break;
+                    }
+                    u = u * 10 + u64::from(dg);
+                    self.pos += 1;
+                    exp_frac -= 1;
+                    if u != 0 {
+                        significand_digits += 1;
+                    }
+                }
+                d = u as f64;
+                use_double = true;
+            }
+            while let Some(dg) = self.digit() {
+                if significand_digits < 17 {
+                    d = d * 10.0 + f64::from(dg);
+                    exp_frac -= 1;
+                    if d > 0.0 {
+                        significand_digits += 1;
+                    }
+                }
+                self.pos += 1;
+            }
+        }
+
+        // Exponent.
+        let mut exp: i64 = 0;
+        if self.consume(b'e') || self.consume(b'E') {
+            if !use_double {
+                d = if use64 { u as f64 } else { f64::from(i) };
+                use_double = true;
+            }
+            let exp_minus = if self.consume(b'+') {
+                false
+            } else {
+                self.consume(b'-')
+            };
+            let Some(first) = self.digit() else {
+                return self.err(NUMBER_MISS_EXPONENT);
+            };
+            exp = i64::from(first);
+            self.pos += 1;
+            if exp_minus {
+                while let Some(dg) = self.digit() {
+                    exp = exp * 10 + i64::from(dg);
+                    self.pos += 1;
+                    if exp >= 214_748_364 {
+                        // rapidjson stops accumulating and skips the remaining digits.
+                        while self.digit().is_some() {
+                            self.pos += 1;
+                        }
+                    }
+                }
+                exp = -exp;
+            } else {
+                let max_exp = 308 - exp_frac;
+                while let Some(dg) = self.digit() {
+                    exp = exp * 10 + i64::from(dg);
+                    self.pos += 1;
+                    if exp > max_exp {
+                        return Err(syntax(NUMBER_TOO_BIG, start));
+                    }
+                }
+            }
+        }
+
+        Ok(if use_double {
+            let d = strtod_normal_precision(d, exp + exp_frac);
+            Value::Double(if minus { -d } else { d })
+        } else if nan_or_inf {
+            Value::Double(d)
+        } else if use64 {
+            if minus {
+                Value::Int((u as i64).wrapping_neg())
+            } else {
+                Value::Uint(u)
+            }
+        } else if minus && i != 0 {
+            Value::Int(-i64::from(i))
+        } else {
+            // "-0" is rapidjson Int(0), which is also a Uint.
+            Value::Uint(u64::from(i))
+        })
+    }
+}
+
+/// rapidjson `UTF8::Encode` (no validation: a lone low surrogate becomes 3 bytes).
+fn encode_utf8(cp: u32, out: &mut Vec<u8>) {
+    if cp <= 0x7F {
+        out.push(cp as u8);
+    } else if cp <= 0x7FF {
+        out.extend_from_slice(&[0xC0 | (cp >> 6) as u8, 0x80 | (cp & 0x3F) as u8]);
+    } else if cp <= 0xFFFF {
+        out.extend_from_slice(&[
+            0xE0 | (cp >> 12) as u8,
+            0x80 | ((cp >> 6) & 0x3F) as u8,
+            0x80 | (cp & 0x3F) as u8,
+        ]);
+    } else {
+        out.extend_from_slice(&[
+            0xF0 | (cp >> 18) as u8,
+            0x80 | ((cp >> 12) & 0x3F) as u8,
+            0x80 | ((cp >> 6) & 0x3F) as u8,
+            0x80 | (cp & 0x3F) as u8,
+        ]);
+    }
+}
+
+/// rapidjson `internal::FastPath`.
+fn fast_path(significand: f64, exp: i64) -> f64 {
+    if exp < -308 {
+        0.0
+    } else if exp >= 0 {
+        match POW10.get(exp as usize) {
+            Some(p) => significand * p,
+            None => significand * f64::INFINITY, // unreachable: callers keep exp <= 308
+        }
+    } else {
+        match POW10.get(exp.unsigned_abs() as usize) {
+            Some(p) => significand / p,
+            None => 0.0,
+        }
+    }
+}
+
+/// rapidjson `internal::StrtodNormalPrecision`.
+fn strtod_normal_precision(d: f64, p: i64) -> f64 {
+    if p < -308 {
+        fast_path(fast_path(d, -308), p + 308)
+    } else {
+        fast_path(d, p)
+    }
+}
+
+/// rapidjson `internal::Pow10` table: the correctly rounded doubles `1e0` .. `1e308`.
+#[rustfmt::skip]
+static POW10: [f64; 309] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7,
+    1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+    1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22, 1e23,
+    1e24, 1e25, 1e26, 1e27, 1e28, 1e29, 1e30, 1e31,
+    1e32, 1e33, 1e34, 1e35, 1e36, 1e37, 1e38, 1e39,
+    1e40, 1e41, 1e42, 1e43, 1e44, 1e45, 1e46, 1e47,
+    1e48, 1e49, 1e50, 1e51, 1e52, 1e53, 1e54, 1e55,
+    1e56, 1e57, 1e58, 1e59, 1e60, 1e61, 1e62, 1e63,
+    1e64, 1e65, 1e66, 1e67, 1e68, 1e69, 1e70, 1e71,
+    1e72, 1e73, 1e74, 1e75, 1e76, 1e77, 1e78, 1e79,
+    1e80, 1e81, 1e82, 1e83, 1e84, 1e85, 1e86, 1e87,
+    1e88, 1e89, 1e90, 1e91, 1e92, 1e93, 1e94, 1e95,
+    1e96, 1e97, 1e98, 1e99, 1e100, 1e101, 1e102, 1e103,
+    1e104, 1e105, 1e106, 1e107, 1e108, 1e109, 1e110, 1e111,
+    1e112, 1e113, 1e114, 1e115, 1e116, 1e117, 1e118, 1e119,
+    1e120, 1e121, 1e122, 1e123, 1e124, 1e125, 1e126, 1e127,
+    1e128, 1e129, 1e130, 1e131, 1e132, 1e133, 1e134, 1e135,
+    1e136, 1e137, 1e138, 1e139, 1e140, 1e141, 1e142, 1e143,
+    1e144, 1e145, 1e146, 1e147, 1e148, 1e149, 1e150, 1e151,
+    1e152, 1e153, 1e154, 1e155, 1e156, 1e157, 1e158, 1e159,
+    1e160, 1e161, 1e162, 1e163, 1e164, 1e165, 1e166, 1e167,
+    1e168, 1e169, 1e170, 1e171, 1e172, 1e173, 1e174, 1e175,
+    1e176, 1e177, 1e178, 1e179, 1e180, 1e181, 1e182, 1e183,
+    1e184, 1e185, 1e186, 1e187, 1e188, 1e189, 1e190, 1e191,
+    1e192, 1e193, 1e194, 1e195, 1e196, 1e197, 1e198, 1e199,
+    1e200, 1e201, 1e202, 1e203, 1e204, 1e205, 1e206, 1e207,
+    1e208, 1e209, 1e210, 1e211, 1e212, 1e213, 1e214, 1e215,
+    1e216, 1e217, 1e218, 1e219, 1e220, 1e221, 1e222, 1e223,
+    1e224, 1e225, 1e226, 1e227, 1e228, 1e229, 1e230, 1e231,
+    1e232, 1e233, 1e234, 1e235, 1e236, 1e237, 1e238, 1e239,
+    1e240, 1e241, 1e242, 1e243, 1e244, 1e245, 1e246, 1e247,
+    1e248, 1e249, 1e250, 1e251, 1e252, 1e253, 1e254, 1e255,
+    1e256, 1e257, 1e258, 1e259, 1e260, 1e261, 1e262, 1e263,
+    1e264, 1e265, 1e266, 1e267, 1e268, 1e269, 1e270, 1e271,
+    1e272, 1e273, 1e274, 1e275, 1e276, 1e277, 1e278, 1e279,
+    1e280, 1e281, 1e282, 1e283, 1e284, 1e285, 1e286, 1e287,
+    1e288, 1e289, 1e290, 1e291, 1e292, 1e293, 1e294, 1e295,
+    1e296, 1e297, 1e298, 1e299, 1e300, 1e301, 1e302, 1e303,
+    1e304, 1e305, 1e306, 1e307, 1e308,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/json/");
+
+    fn fixture(name: &str) -> String {
+        let path = format!("{FIXTURES}{name}");
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    /// Fixture input syntax: `\xNN` is the byte NN, every other byte stands for itself.
+    fn unescape(s: &str) -> Vec<u8> {
+        let b = s.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'\\' && b.get(i + 1) == Some(&b'x') && i + 4 <= b.len() {
+                if let Ok(v) = u8::from_str_radix(&s[i + 2..i + 4], 16) {
+                    out.push(v);
+                    i += 4;
+                    continue;
+                }
+            }
+            out.push(b[i]);
+            i += 1;
+        }
+        out
+    }
+
+    /// Fixture records: `(line number, input, expected)` of `<input> => <expected>` lines,
+    /// skipping blank lines and `#` comments.
+    fn records(text: &str) -> Vec<(usize, Vec<u8>, String)> {
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+            .map(|(n, l)| {
+                let (input, expected) = l
+                    .split_once(" => ")
+                    .unwrap_or_else(|| panic!("line {}: no ' => '", n + 1));
+                (n + 1, unescape(input), expected.to_string())
+            })
+            .collect()
+    }
+
+    /// Reads the expected-DOM notation of parse_ok.txt (see its header).
+    struct Expect<'a> {
+        s: &'a [u8],
+        i: usize,
+    }
+
+    impl Expect<'_> {
+        fn value(&mut self) -> Value {
+            let c = self.s[self.i];
+            match c {
+                b'n' => self.word("null", Value::Null),
+                b't' => self.word("true", Value::Bool(true)),
+                b'f' => self.word("false", Value::Bool(false)),
+                b'u' | b'i' | b'd' => {
+                    self.i += 1;
+                    let start = self.i;
+                    while self.i < self.s.len() && !b",]}".contains(&self.s[self.i]) {
+                        self.i += 1;
+                    }
+                    let t = std::str::from_utf8(&self.s[start..self.i]).unwrap();
+                    match c {
+                        b'u' => Value::Uint(t.parse().unwrap()),
+                        b'i' => Value::Int(t.parse().unwrap()),
+                        _ => Value::Double(t.parse().unwrap()),
+                    }
+                }
+                b'"' => Value::String(self.string()),
+                b'[' => {
+                    self.i += 1;
+                    let mut v = Vec::new();
+                    while self.s[self.i] != b']' {
+                        v.push(self.value());
+                        if self.s[self.i] == b',' {
+                            self.i += 1;
+                        }
+                    }
+                    self.i += 1;
+                    Value::Array(v)
+                }
+                b'{' => {
+                    self.i += 1;
+                    let mut m = Vec::new();
+                    while self.s[self.i] != b'}' {
+                        let k = self.string();
+                        assert_eq!(self.s[self.i], b':');
+                        self.i += 1;
+                        m.push((k, self.value()));
+                        if self.s[self.i] == b',' {
+                            self.i += 1;
+                        }
+                    }
+                    self.i += 1;
+                    Value::Object(m)
+                }
+                _ => panic!("bad expectation at {}", self.i),
+            }
+        }
+
+        fn word(&mut self, w: &str, v: Value) -> Value {
+            assert!(self.s[self.i..].starts_with(w.as_bytes()));
+            self.i += w.len();
+            v
+        }
+
+        fn string(&mut self) -> Vec<u8> {
+            assert_eq!(self.s[self.i], b'"');
+            self.i += 1;
+            let mut out = Vec::new();
+            loop {
+                match self.s[self.i] {
+                    b'"' => {
+                        self.i += 1;
+                        return out;
+                    }
+                    b'\\' if self.s[self.i + 1] == b'x' => {
+                        let h = std::str::from_utf8(&self.s[self.i + 2..self.i + 4]).unwrap();
+                        out.push(u8::from_str_radix(h, 16).unwrap());
+                        self.i += 4;
+                    }
+                    b'\\' => {
+                        out.push(self.s[self.i + 1]);
+                        self.i += 2;
+                    }
+                    c => {
+                        out.push(c);
+                        self.i += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Structural equality with doubles compared bit for bit (NaN == NaN, 0.0 != -0.0).
+    fn same(a: &Value, b: &Value) -> bool {
+        match (a, b) {
+            (Value::Double(x), Value::Double(y)) => x.to_bits() == y.to_bits(),
+            (Value::Array(x), Value::Array(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y))
+            }
+            (Value::Object(x), Value::Object(y)) => {
+                x.len() == y.len()
+                    && x.iter()
+                        .zip(y)
+                        .all(|((kx, vx), (ky, vy))| kx == ky && same(vx, vy))
+            }
+            _ => a == b,
+        }
+    }
+
+    #[test]
+    fn parse_ok_fixtures() {
+        let text = fixture("parse_ok.txt");
+        let recs = records(&text);
+        assert!(recs.len() > 50);
+        for (line, input, expected) in recs {
+            let mut e = Expect {
+                s: expected.as_bytes(),
+                i: 0,
+            };
+            let want = e.value();
+            assert_eq!(e.i, expected.len(), "line {line}: trailing expectation");
+            match parse(&input, MAX_DEPTH) {
+                Ok(got) => assert!(same(&got, &want), "line {line}: got {got:?}, want {want:?}"),
+                Err(err) => panic!("line {line}: unexpected error {err}"),
+            }
+        }
+    }
+
+    #[test]
+    fn parse_err_fixtures() {
+        let text = fixture("parse_err.txt");
+        let recs = records(&text);
+        assert!(recs.len() > 50);
+        for (line, input, expected) in recs {
+            match parse(&input, MAX_DEPTH) {
+                Ok(v) => panic!("line {line}: parsed as {v:?}, want {expected}"),
+                Err(err) => assert_eq!(err.to_string(), expected, "line {line}"),
+            }
+        }
+    }
+
+    #[test]
+    fn depth_limit() {
+        let nest = |n: usize| {
+            let mut s = "[".repeat(n);
+            s.push_str(&"]".repeat(n));
+            s.into_bytes()
+        };
+        assert!(parse(&nest(100), MAX_DEPTH).is_ok());
+        assert_eq!(
+            parse(&nest(101), MAX_DEPTH),
+            Err(ParseError::TooDeep { limit: 100 })
+        );
+        assert_eq!(
+            parse(&nest(101), MAX_DEPTH).unwrap_err().to_string(),
+            "JSON nesting depth exceeds maximum allowed limit (100)"
+        );
+        let obj = |n: usize| {
+            let mut s = "{\"a\":".repeat(n - 1);
+            s.push_str("{}");
+            s.push_str(&"}".repeat(n - 1));
+            s.into_bytes()
+        };
+        assert!(parse(&obj(100), MAX_DEPTH).is_ok());
+        assert_eq!(
+            parse(&obj(101), MAX_DEPTH),
+            Err(ParseError::TooDeep { limit: 100 })
+        );
+        assert!(parse(b"1", 0).is_ok());
+        assert_eq!(parse(b"[]", 0), Err(ParseError::TooDeep { limit: 0 }));
+        // 1 MB of '[': rejected by the limit, and without a limit no stack overflow.
+        let deep = vec![b'['; 1 << 20];
+        assert_eq!(
+            parse(&deep, MAX_DEPTH),
+            Err(ParseError::TooDeep { limit: 100 })
+        );
+        assert_eq!(
+            parse(&deep, usize::MAX),
+            Err(ParseError::Syntax {
+                message: VALUE_INVALID,
+                offset: 1 << 20
+            })
+        );
+        // A large limit works too (the parser is iterative); keep it moderate because
+        // the derived Drop/Clone/PartialEq/Debug of `Value` recurse per nesting level.
+        assert!(parse(&nest(2_000), 2_000).is_ok());
+    }
+
+    #[test]
+    fn accessors() {
+        let v = parse(
+            br#"{"a":1,"a":2,"n":-3,"big":18446744073709551615,"d":8.0,"s":"x","b":true,"z":null,"l":[1]}"#,
+            MAX_DEPTH,
+        )
+        .unwrap();
+        assert_eq!(v.get("a"), Some(&Value::Uint(1)));
+        assert_eq!(v.get("missing"), None);
+        assert_eq!(v.get("n").and_then(Value::as_i64), Some(-3));
+        assert_eq!(v.get("n").and_then(Value::as_u64), None);
+        assert_eq!(v.get("n").and_then(Value::as_f64), Some(-3.0));
+        assert_eq!(v.get("big").and_then(Value::as_u64), Some(u64::MAX));
+        assert_eq!(v.get("big").and_then(Value::as_i64), None);
+        assert_eq!(v.get("big").and_then(Value::as_f64), Some(u64::MAX as f64));
+        assert_eq!(v.get("a").and_then(Value::as_i64), Some(1));
+        assert_eq!(v.get("d").and_then(Value::as_u64), None);
+        assert_eq!(v.get("d").and_then(Value::as_i64), None);
+        assert_eq!(v.get("d").and_then(Value::as_f64), Some(8.0));
+        assert_eq!(v.get("s").and_then(Value::as_bytes), Some(&b"x"[..]));
+        assert_eq!(v.get("s").and_then(Value::as_f64), None);
+        assert_eq!(v.get("b").and_then(Value::as_bool), Some(true));
+        assert_eq!(v.get("z").map(Value::type_name), Some("null"));
+        assert_eq!(
+            v.get("l").and_then(Value::as_array).map(<[_]>::len),
+            Some(1)
+        );
+        assert_eq!(v.as_object().map(<[_]>::len), Some(9));
+        assert_eq!(v.get("l").and_then(|l| l.get("a")), None);
+        let i = parse(b"[9223372036854775807,9223372036854775808]", MAX_DEPTH).unwrap();
+        let i = i.as_array().unwrap();
+        assert_eq!(i[0].as_i64(), Some(i64::MAX));
+        assert_eq!(i[1].as_i64(), None);
+        assert_eq!(i[1].as_u64(), Some(1 << 63));
+    }
+
+    #[test]
+    fn error_display() {
+        let e = parse(b"", MAX_DEPTH).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "failed to parse the request JSON buffer: The document is empty. at 0"
+        );
+    }
+
+    /// Cheap deterministic generator for the no-panic sweep.
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    #[test]
+    fn no_panic_on_mutations() {
+        let seeds: [&[u8]; 6] = [
+            br#"{"id":"a\u00e9\ud83d\ude00","inputs":[{"name":"I","shape":[2],"data":[1.5e3,-2]}]}"#,
+            b"[NaN,-Infinity,Inf,1e308,-0,0.000001,18446744073709551616]",
+            br#"{"a":[true,false,null,"\n\\\/"],"b":{}}"#,
+            b"\xEF\xBB\xBF[1]\x00x",
+            b"-1234567890123456789012345678901234567890.5e-400",
+            br#""\uD800\uDC00\uDBFF\uDFFF\u0000""#,
+        ];
+        let alphabet = b"[]{}\",:\\u0123456789.eE+-NaInfityrsl \t\x00\x01\xff";
+        let mut st = 0x9E37_79B9_7F4A_7C15_u64;
+        for _ in 0..20_000 {
+            let seed = seeds[(xorshift(&mut st) % seeds.len() as u64) as usize];
+            let mut buf = seed.to_vec();
+            for _ in 0..(xorshift(&mut st) % 4 + 1) {
+                let r = xorshift(&mut st);
+                let pos = (r >> 8) as usize % (buf.len() + 1);
+                let c = alphabet[(r % alphabet.len() as u64) as usize];
+                match r % 3 {
+                    0 if pos < buf.len() => buf[pos] = c,
+                    1 if pos < buf.len() => {
+                        buf.remove(pos);
+                    }
+                    _ => buf.insert(pos, c),
+                }
+            }
+            for cut in [buf.len(), buf.len() / 2] {
+                let _ = parse(&buf[..cut], MAX_DEPTH);
+                let _ = parse(&buf[..cut], 2);
+            }
+        }
+    }
+}

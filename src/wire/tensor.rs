@@ -1,0 +1,231 @@
+//! Tensor element codecs shared by the v2 request decoder and response
+//! encoder: JSON leaves to little-endian bytes (with Triton's truncation
+//! rules, facts §2.3), little-endian bytes back to JSON text (facts §3.3),
+//! and the BYTES element framing (4-byte little-endian length + bytes).
+
+use half::{bf16, f16};
+
+use crate::error::{Error, Result};
+use crate::model::DataType;
+use crate::wire::json::Value;
+use crate::wire::json_write::{write_f32, write_f64, write_i64, write_str, write_u64};
+
+const SHAPE_MISMATCH: &str =
+    "Unable to parse 'data': Shape does not match true shape of 'data' field";
+
+fn leaf_error(what: &str) -> Error {
+    Error::json(format!(
+        "Unable to parse 'data': attempt to access JSON {what}"
+    ))
+}
+
+/// Visits the leaves of a (possibly nested, possibly ragged) JSON array
+/// depth-first. Nesting is bounded by the parser's depth limit.
+fn for_each_leaf<F>(values: &[Value], f: &mut F) -> Result<()>
+where
+    F: FnMut(&Value) -> Result<()>,
+{
+    for value in values {
+        match value {
+            Value::Array(inner) => for_each_leaf(inner, f)?,
+            leaf => f(leaf)?,
+        }
+    }
+    Ok(())
+}
+
+/// Serializes JSON `data` of `count` elements to the raw tensor layout.
+/// BYTES takes every leaf (the count check is the core's, facts §2.3).
+pub fn encode_json_data(dtype: DataType, data: &[Value], count: usize) -> Result<Vec<u8>> {
+    let Some(size) = dtype.element_size() else {
+        return encode_json_bytes(data);
+    };
+    let mut out = Vec::with_capacity(count.saturating_mul(size));
+    let mut seen = 0usize;
+    for_each_leaf(data, &mut |leaf| {
+        if seen == count {
+            return Err(Error::json(SHAPE_MISMATCH));
+        }
+        seen += 1;
+        encode_leaf(dtype, leaf, &mut out)
+    })?;
+    if seen != count {
+        return Err(Error::json(SHAPE_MISMATCH));
+    }
+    Ok(out)
+}
+
+fn encode_json_bytes(data: &[Value]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for_each_leaf(data, &mut |leaf| {
+        let s = leaf.as_bytes().ok_or_else(|| {
+            Error::json(
+                "Unable to parse JSON bytes array: attempt to access JSON non-string as string",
+            )
+        })?;
+        let len = u32::try_from(s.len())
+            .map_err(|_| Error::invalid("BYTES element longer than 4 GiB"))?;
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(s);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+fn encode_leaf(dtype: DataType, leaf: &Value, out: &mut Vec<u8>) -> Result<()> {
+    let unsigned = || {
+        leaf.as_u64()
+            .ok_or_else(|| leaf_error("non-unsigned-integer as unsigned-integer"))
+    };
+    let signed = || {
+        leaf.as_i64()
+            .ok_or_else(|| leaf_error("non-signed-integer as signed-integer"))
+    };
+    let number = || {
+        leaf.as_f64()
+            .ok_or_else(|| leaf_error("non-number as double"))
+    };
+    match dtype {
+        DataType::Bool => {
+            let b = leaf
+                .as_bool()
+                .ok_or_else(|| leaf_error("non-boolean as boolean"))?;
+            out.push(u8::from(b));
+        }
+        DataType::Uint8 => out.push(unsigned()? as u8),
+        DataType::Uint16 => out.extend_from_slice(&(unsigned()? as u16).to_le_bytes()),
+        DataType::Uint32 => out.extend_from_slice(&(unsigned()? as u32).to_le_bytes()),
+        DataType::Uint64 => out.extend_from_slice(&unsigned()?.to_le_bytes()),
+        DataType::Int8 => out.push(signed()? as i8 as u8),
+        DataType::Int16 => out.extend_from_slice(&(signed()? as i16).to_le_bytes()),
+        DataType::Int32 => out.extend_from_slice(&(signed()? as i32).to_le_bytes()),
+        DataType::Int64 => out.extend_from_slice(&signed()?.to_le_bytes()),
+        DataType::Fp16 => out.extend_from_slice(&f16::from_f64(number()?).to_le_bytes()),
+        DataType::Bf16 => out.extend_from_slice(&bf16::from_f64(number()?).to_le_bytes()),
+        DataType::Fp32 => out.extend_from_slice(&(number()? as f32).to_le_bytes()),
+        DataType::Fp64 => out.extend_from_slice(&number()?.to_le_bytes()),
+        DataType::Bytes => unreachable!("BYTES is encoded by encode_json_bytes"),
+    }
+    Ok(())
+}
+
+/// Iterates the elements of a BYTES tensor. Yields `Err` describing the
+/// first framing defect instead of reading past the end.
+pub fn bytes_elements(data: &[u8]) -> impl Iterator<Item = std::result::Result<&[u8], Framing>> {
+    let mut rest = data;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let Some((len, tail)) = rest.split_first_chunk::<4>() else {
+            let available = rest.len();
+            rest = &[];
+            return Some(Err(Framing::ShortLength { available }));
+        };
+        let len = u32::from_le_bytes(*len) as usize;
+        if len > tail.len() {
+            let available = tail.len();
+            rest = &[];
+            return Some(Err(Framing::ShortData { len, available }));
+        }
+        let (element, tail) = tail.split_at(len);
+        rest = tail;
+        Some(Ok(element))
+    })
+}
+
+/// A BYTES framing defect (see [`bytes_elements`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// Fewer than 4 bytes left for a length prefix.
+    ShortLength { available: usize },
+    /// A length prefix larger than the bytes that follow it.
+    ShortData { len: usize, available: usize },
+}
+
+/// Appends the flat JSON array text of a raw output (facts §3.3). Returns
+/// `false` when the bytes do not hold exactly `count` elements.
+pub fn write_json_data(dtype: DataType, data: &[u8], count: usize, out: &mut Vec<u8>) -> bool {
+    out.push(b'[');
+    let start = out.len();
+    let ok = match dtype.element_size() {
+        None => write_bytes_elements(data, count, out),
+        Some(size) if data.len() == count.saturating_mul(size) => {
+            for chunk in data.chunks_exact(size) {
+                write_element(dtype, chunk, out);
+                out.push(b',');
+            }
+            true
+        }
+        Some(_) => false,
+    };
+    if out.len() > start {
+        out.pop();
+    }
+    out.push(b']');
+    ok
+}
+
+fn write_bytes_elements(data: &[u8], count: usize, out: &mut Vec<u8>) -> bool {
+    let mut seen = 0usize;
+    for element in bytes_elements(data) {
+        let Ok(element) = element else { return false };
+        write_str(out, element);
+        out.push(b',');
+        seen += 1;
+    }
+    seen == count
+}
+
+fn write_element(dtype: DataType, c: &[u8], out: &mut Vec<u8>) {
+    let arr2 = || [c[0], c[1]];
+    let arr4 = || [c[0], c[1], c[2], c[3]];
+    let arr8 = || [c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]];
+    match dtype {
+        DataType::Bool => out.extend_from_slice(if c[0] != 0 { b"true" } else { b"false" }),
+        DataType::Uint8 => write_u64(out, u64::from(c[0])),
+        DataType::Uint16 => write_u64(out, u64::from(u16::from_le_bytes(arr2()))),
+        DataType::Uint32 => write_u64(out, u64::from(u32::from_le_bytes(arr4()))),
+        DataType::Uint64 => write_u64(out, u64::from_le_bytes(arr8())),
+        DataType::Int8 => write_i64(out, i64::from(c[0] as i8)),
+        DataType::Int16 => write_i64(out, i64::from(i16::from_le_bytes(arr2()))),
+        DataType::Int32 => write_i64(out, i64::from(i32::from_le_bytes(arr4()))),
+        DataType::Int64 => write_i64(out, i64::from_le_bytes(arr8())),
+        DataType::Fp16 => write_f64(out, f16::from_le_bytes(arr2()).to_f64()),
+        DataType::Bf16 => write_f64(out, bf16::from_le_bytes(arr2()).to_f64()),
+        DataType::Fp32 => write_f32(out, f32::from_le_bytes(arr4())),
+        DataType::Fp64 => write_f64(out, f64::from_le_bytes(arr8())),
+        DataType::Bytes => unreachable!("BYTES is written by write_bytes_elements"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framing_detects_every_defect() {
+        let ok = b"\x02\x00\x00\x00ab\x03\x00\x00\x00cde";
+        let elems: Vec<_> = bytes_elements(ok).collect();
+        assert_eq!(elems, vec![Ok(&b"ab"[..]), Ok(&b"cde"[..])]);
+        let short_len: Vec<_> = bytes_elements(b"\x01\x00\x00\x00a\x01\x00").collect();
+        assert_eq!(short_len[1], Err(Framing::ShortLength { available: 2 }));
+        let short_data: Vec<_> = bytes_elements(b"\x0a\x00\x00\x00abc").collect();
+        assert_eq!(
+            short_data,
+            vec![Err(Framing::ShortData {
+                len: 10,
+                available: 3
+            })]
+        );
+    }
+
+    #[test]
+    fn json_rendering_rejects_wrong_sizes() {
+        let mut out = Vec::new();
+        assert!(!write_json_data(DataType::Fp32, &[0, 0, 0], 1, &mut out));
+        out.clear();
+        assert!(write_json_data(DataType::Int8, &[0xff, 1], 2, &mut out));
+        assert_eq!(out, b"[-1,1]");
+    }
+}

@@ -1,0 +1,472 @@
+//! Decodes a v2 `/infer` HTTP body (JSON header + binary tail, facts §2)
+//! into a protocol-neutral [`InferRequest`]. Pure and synchronous: no I/O,
+//! no knowledge of the upstream. Every declared length is checked before
+//! anything is sliced; tensor bytes of the binary tail are sliced, never
+//! copied.
+
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::model::{
+    element_count, DataType, InferRequest, InputData, InputTensor, OutputKind, Param,
+    RequestedOutput, SharedMemory,
+};
+use crate::wire::json::{self, Value};
+use crate::wire::tensor;
+
+/// Limits applied while decoding (see `config::Limits`).
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeLimits {
+    /// Max JSON header size and max byte size of one JSON-data input.
+    pub max_input_size: usize,
+    pub max_json_depth: usize,
+}
+
+/// What the body turned out to be.
+#[derive(Debug)]
+pub enum Body {
+    /// JSON header (and maybe binary tail), fully decoded.
+    Json(InferRequest),
+    /// `header_length == 0`: the whole body is the data of the model's only
+    /// input (facts §2.7); the caller needs the model configuration.
+    Raw(Bytes),
+}
+
+/// C `atoi` as glibc implements it (`(int) strtol(s, NULL, 10)`): leading
+/// whitespace, optional sign, digits up to the first non-digit, no digits
+/// gives 0, saturation at the `long` range, then truncation to `int`.
+pub fn atoi(text: &[u8]) -> i32 {
+    let mut rest = text;
+    while let [b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r', tail @ ..] = rest {
+        rest = tail;
+    }
+    let negative = matches!(rest.first(), Some(b'-'));
+    if matches!(rest.first(), Some(b'-' | b'+')) {
+        rest = &rest[1..];
+    }
+    let mut value: i64 = 0;
+    for &b in rest.iter().take_while(|b| b.is_ascii_digit()) {
+        let digit = i64::from(b - b'0');
+        value = if negative {
+            value.saturating_mul(10).saturating_sub(digit)
+        } else {
+            value.saturating_mul(10).saturating_add(digit)
+        };
+    }
+    value as i32
+}
+
+/// Splits the body at `Inference-Header-Content-Length` (facts §2.1 steps 4–6).
+/// `ihcl` is the raw header value if present.
+pub fn split_header(body: &Bytes, ihcl: Option<&[u8]>) -> Result<Option<(Bytes, Bytes)>> {
+    let content_length = body.len();
+    let header_length = match ihcl {
+        None => content_length as i64,
+        Some(text) => {
+            let n = i64::from(atoi(text));
+            if n < 0 || n as u64 > content_length as u64 {
+                return Err(Error::invalid(format!(
+                    "inference header size should be in range (0, {content_length}), got: {}",
+                    String::from_utf8_lossy(text)
+                ))
+                .plain());
+            }
+            n
+        }
+    };
+    if header_length == 0 {
+        return Ok(None);
+    }
+    let at = header_length as usize;
+    Ok(Some((body.slice(..at), body.slice(at..))))
+}
+
+/// Decodes a whole `/infer` body.
+pub fn decode(
+    model: &str,
+    version: &str,
+    body: Bytes,
+    ihcl: Option<&[u8]>,
+    limits: DecodeLimits,
+) -> Result<Body> {
+    let Some((header, tail)) = split_header(&body, ihcl)? else {
+        if body.len() > limits.max_input_size {
+            return Err(Error::invalid(format!(
+                "Raw input has a byte_size ({} bytes) that exceeds the maximum allowed value of {} bytes. Use --http-max-input-size to increase the limit.",
+                body.len(),
+                limits.max_input_size
+            )));
+        }
+        return Ok(Body::Raw(body));
+    };
+    if header.len() > limits.max_input_size {
+        return Err(Error::invalid(format!(
+            "request JSON size of {} bytes exceeds the maximum allowed input size of {} bytes. Use --http-max-input-size to increase the limit.",
+            header.len(),
+            limits.max_input_size
+        )));
+    }
+    let root = json::parse(&header, limits.max_json_depth).map_err(|e| match e {
+        json::ParseError::TooDeep { .. } => Error::invalid(e.to_string()),
+        json::ParseError::Syntax { .. } => Error::json(e.to_string()),
+    })?;
+    let mut decoder = Decoder {
+        model,
+        tail,
+        consumed: 0,
+        limits,
+        request: InferRequest {
+            model_name: model.to_string(),
+            model_version: version.to_string(),
+            ..InferRequest::default()
+        },
+    };
+    decoder.decode_root(&root)?;
+    Ok(Body::Json(decoder.request))
+}
+
+struct Decoder<'a> {
+    model: &'a str,
+    tail: Bytes,
+    consumed: usize,
+    limits: DecodeLimits,
+    request: InferRequest,
+}
+
+/// Triton's accessor failure texts (all `JsonAccess`: Triton 500, we 400).
+fn access(field: &str, what: &str) -> Error {
+    Error::json(format!("Unable to parse '{field}': {what}"))
+}
+
+const NOT_STRING: &str = "attempt to access JSON non-string as string";
+const NOT_ARRAY: &str = "attempt to access JSON non-array as array";
+const NOT_BOOL: &str = "attempt to access JSON non-boolean as boolean";
+const NOT_UINT: &str = "attempt to access JSON non-unsigned-integer as unsigned-integer";
+
+fn missing(member: &str) -> String {
+    format!("attempt to access non-existing object member '{member}'")
+}
+
+fn get_string(obj: &Value, key: &str) -> Result<Vec<u8>> {
+    match obj.get(key) {
+        None => Err(access(key, &missing(key))),
+        Some(v) => v
+            .as_bytes()
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| access(key, NOT_STRING)),
+    }
+}
+
+fn get_u64(v: &Value, key: &str) -> Result<u64> {
+    v.as_u64().ok_or_else(|| access(key, NOT_UINT))
+}
+
+fn get_bool(v: &Value, key: &str) -> Result<bool> {
+    v.as_bool().ok_or_else(|| access(key, NOT_BOOL))
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+impl Decoder<'_> {
+    fn id_for_messages(&self) -> String {
+        if self.request.id.is_empty() {
+            "<id_unknown>".to_string()
+        } else {
+            lossy(&self.request.id)
+        }
+    }
+
+    fn decode_root(&mut self, root: &Value) -> Result<()> {
+        if let Some(id) = root.get("id") {
+            let id = id.as_bytes().ok_or_else(|| access("id", NOT_STRING))?;
+            self.request.id = id.to_vec();
+        }
+        if let Some(params) = root.get("parameters") {
+            self.decode_parameters(params)?;
+        }
+        let inputs = match root.get("inputs") {
+            None => return Err(access("inputs", &missing("inputs"))),
+            Some(v) => v.as_array().ok_or_else(|| access("inputs", NOT_ARRAY))?,
+        };
+        for input in inputs {
+            self.decode_input(input)?;
+        }
+        if self.consumed < self.tail.len() {
+            return Err(Error::invalid(format!(
+                "unexpected additional input data for model '{}'",
+                self.model
+            )));
+        }
+        if let Some(outputs) = root.get("outputs") {
+            let outputs = outputs
+                .as_array()
+                .ok_or_else(|| access("outputs", NOT_ARRAY))?;
+            for output in outputs {
+                self.decode_output(output)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Request-level parameters, facts §5.1, in document order.
+    fn decode_parameters(&mut self, params: &Value) -> Result<()> {
+        let members = params.as_object().ok_or_else(|| {
+            Error::json("failed to get request params.: attempt to get members for non-object")
+        })?;
+        for (key, value) in members {
+            let key_text = lossy(key);
+            let param = match key.as_slice() {
+                b"sequence_id" => match value {
+                    Value::Uint(n) => Param::Int64(*n as i64),
+                    Value::String(s) => Param::String(lossy(s)),
+                    _ => return Err(access("sequence_id", NOT_STRING)),
+                },
+                b"sequence_start" | b"sequence_end" => {
+                    Param::Bool(get_bool(value, &key_text)?)
+                }
+                b"priority" => Param::Uint64(get_u64(value, "priority")?),
+                b"timeout" => Param::Int64(get_u64(value, "timeout")? as i64),
+                b"binary_data_output" => {
+                    let binary = get_bool(value, "binary_data_output")?;
+                    self.request.unlisted_kind = Some(if binary {
+                        OutputKind::Binary
+                    } else {
+                        OutputKind::Json
+                    });
+                    continue;
+                }
+                k if k.starts_with(b"triton_") => {
+                    return Err(Error::invalid(
+                        "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.",
+                    ))
+                }
+                _ => custom_param(&key_text, value)?,
+            };
+            self.request.parameters.push((key_text, param));
+        }
+        Ok(())
+    }
+
+    fn decode_input(&mut self, input: &Value) -> Result<()> {
+        let params = input.get("parameters").filter(|p| p.as_object().is_some());
+        let param = |key: &str| params.and_then(|p| p.get(key));
+        let sources = [
+            ("data", input.get("data").is_some()),
+            ("binary_data_size", param("binary_data_size").is_some()),
+            (
+                "shared_memory_region",
+                param("shared_memory_region").is_some(),
+            ),
+        ];
+        let set: Vec<&str> = sources.iter().filter(|s| s.1).map(|s| s.0).collect();
+        if set.len() != 1 {
+            let listed = if set.is_empty() {
+                "no field is set".to_string()
+            } else {
+                let fields: String = set.iter().map(|f| format!(" '{f}'")).collect();
+                format!("set{fields}")
+            };
+            return Err(Error::invalid(format!(
+                "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', 'shared_memory_region' in 'parameters'. But {listed}"
+            )));
+        }
+        let name = lossy(&get_string(input, "name")?);
+        let datatype = lossy(&get_string(input, "datatype")?);
+        let shape = decode_shape(input, &name)?;
+        if self.request.inputs.iter().any(|i| i.name == name) {
+            return Err(Error::invalid(format!(
+                "[request id: {}] input '{name}' already exists in request",
+                self.id_for_messages()
+            )));
+        }
+        let data = if let Some(size) = param("binary_data_size") {
+            let size = get_u64(size, "binary_data_size")?;
+            InputData::Raw(self.take_binary(&name, size)?)
+        } else if let Some(region) = param("shared_memory_region") {
+            InputData::SharedMemory(decode_shm(region, params)?)
+        } else {
+            InputData::Raw(self.json_data(input, &name, &datatype, &shape)?)
+        };
+        self.request.inputs.push(InputTensor {
+            name,
+            datatype,
+            shape,
+            data,
+        });
+        Ok(())
+    }
+
+    /// Takes the next `size` bytes of the binary tail (facts §2.3 item 6).
+    fn take_binary(&mut self, name: &str, size: u64) -> Result<Bytes> {
+        let available = (self.tail.len() - self.consumed) as u64;
+        if size > available {
+            return Err(Error::invalid(format!(
+                "unexpected size for input '{name}', expecting {} additional bytes for model '{}'",
+                size - available,
+                self.model
+            )));
+        }
+        let start = self.consumed;
+        self.consumed += size as usize;
+        Ok(self.tail.slice(start..self.consumed))
+    }
+
+    fn json_data(&self, input: &Value, name: &str, datatype: &str, shape: &[i64]) -> Result<Bytes> {
+        let count = element_count(shape).ok_or_else(|| overflow_error(name, shape))?;
+        if count == 0 {
+            return Ok(Bytes::new());
+        }
+        let data = input
+            .get("data")
+            .and_then(Value::as_array)
+            .ok_or_else(|| access("data", NOT_ARRAY))?;
+        let dtype = DataType::parse(datatype.as_bytes())
+            .ok_or_else(|| Error::invalid(format!("invalid datatype for input {name}")))?;
+        if let Some(size) = dtype.element_size() {
+            let bytes = count.checked_mul(size as u64);
+            if bytes.is_none_or(|b| b > self.limits.max_input_size as u64) {
+                return Err(Error::invalid(format!(
+                    "JSON input '{name}' has a byte_size ({} bytes) that exceeds the maximum allowed value of {} bytes. Use --http-max-input-size to increase the limit.",
+                    bytes.map_or_else(|| "overflow".to_string(), |b| b.to_string()),
+                    self.limits.max_input_size
+                )));
+            }
+        }
+        let encoded = tensor::encode_json_data(dtype, data, count as usize)?;
+        if encoded.len() > self.limits.max_input_size {
+            return Err(Error::invalid(format!(
+                "JSON input '{name}' has a byte_size ({} bytes) that exceeds the maximum allowed value of {} bytes. Use --http-max-input-size to increase the limit.",
+                encoded.len(),
+                self.limits.max_input_size
+            )));
+        }
+        Ok(Bytes::from(encoded))
+    }
+
+    fn decode_output(&mut self, output: &Value) -> Result<()> {
+        let params = output.get("parameters").filter(|p| p.as_object().is_some());
+        let param = |key: &str| params.and_then(|p| p.get(key));
+        let shm = param("shared_memory_region");
+        if shm.is_some() && param("classification").is_some() {
+            return Err(Error::invalid(
+                "Output can't set both 'shared_memory_region' and 'classification'",
+            ));
+        }
+        if shm.is_some() && param("binary_data").and_then(Value::as_bool) == Some(true) {
+            return Err(Error::invalid(
+                "Output can't set both 'shared_memory_region' and 'binary_data'",
+            ));
+        }
+        let name = lossy(&get_string(output, "name")?);
+        let mut requested = RequestedOutput {
+            name,
+            classification: 0,
+            kind: OutputKind::Json,
+            shared_memory: None,
+        };
+        if let Some(region) = shm {
+            requested.shared_memory = Some(decode_shm(region, params)?);
+            requested.kind = OutputKind::SharedMemory;
+        } else {
+            if let Some(k) = param("classification") {
+                let k = k.as_u64().ok_or_else(|| {
+                    Error::json(format!("Unable to set 'classification': {NOT_UINT}"))
+                })?;
+                requested.classification = k as u32;
+            }
+            if let Some(binary) = param("binary_data") {
+                if get_bool(binary, "binary_data")? {
+                    requested.kind = OutputKind::Binary;
+                }
+            }
+        }
+        match self
+            .request
+            .outputs
+            .iter_mut()
+            .find(|o| o.name == requested.name)
+        {
+            Some(existing) => *existing = requested,
+            None => self.request.outputs.push(requested),
+        }
+        Ok(())
+    }
+}
+
+/// Custom request parameter (facts §5.1 last row).
+fn custom_param(key: &str, value: &Value) -> Result<Param> {
+    Ok(match value {
+        Value::String(s) => Param::String(lossy(s)),
+        Value::Bool(b) => Param::Bool(*b),
+        Value::Uint(n) if *n <= i64::MAX as u64 => Param::Int64(*n as i64),
+        Value::Int(n) => Param::Int64(*n),
+        Value::Uint(n) => Param::Double(*n as f64),
+        Value::Double(d) => Param::Double(*d),
+        _ => return Err(Error::invalid(format!(
+            "parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'."
+        ))),
+    })
+}
+
+/// `shape`: array of unsigned integers; dims >= 2^63 and element-count
+/// overflow are refused here (they crash Triton 2.51; texts of 2.58+).
+fn decode_shape(input: &Value, name: &str) -> Result<Vec<i64>> {
+    let dims = match input.get("shape") {
+        None => return Err(access("shape", &missing("shape"))),
+        Some(v) => v.as_array().ok_or_else(|| access("shape", NOT_ARRAY))?,
+    };
+    let dims: Vec<u64> = dims
+        .iter()
+        .map(|d| d.as_u64().ok_or_else(|| access("shape", NOT_UINT)))
+        .collect::<Result<_>>()?;
+    let text = || {
+        let parts: Vec<String> = dims.iter().map(u64::to_string).collect();
+        format!("[{}]", parts.join(","))
+    };
+    if dims.iter().any(|&d| d > i64::MAX as u64) {
+        return Err(Error::invalid(format!(
+            "invalid shape for input '{name}': shape {} contains one or more invalid dimensions",
+            text()
+        )));
+    }
+    let shape: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+    let fits = shape
+        .iter()
+        .try_fold(1i64, |acc, &d| acc.checked_mul(d))
+        .is_some();
+    if !fits {
+        return Err(Error::invalid(format!(
+            "invalid shape for input '{name}': shape {} causes total element count to exceed maximum size of {}",
+            text(),
+            i64::MAX
+        )));
+    }
+    Ok(shape)
+}
+
+fn overflow_error(name: &str, shape: &[i64]) -> Error {
+    Error::invalid(format!(
+        "invalid shape for input '{name}': shape {shape:?} causes total element count to exceed maximum size of {}",
+        i64::MAX
+    ))
+}
+
+/// Shared-memory parameters (facts §2.6); offset and size default to 0.
+fn decode_shm(region: &Value, params: Option<&Value>) -> Result<SharedMemory> {
+    let region = region
+        .as_bytes()
+        .ok_or_else(|| access("shared_memory_region", NOT_STRING))?;
+    let number = |key: &str| -> Result<u64> {
+        match params.and_then(|p| p.get(key)) {
+            None => Ok(0),
+            Some(v) => get_u64(v, key),
+        }
+    };
+    Ok(SharedMemory {
+        region: lossy(region),
+        offset: number("shared_memory_offset")?,
+        byte_size: number("shared_memory_byte_size")?,
+    })
+}

@@ -1,0 +1,136 @@
+//! Encodes an [`InferResponse`] as Triton's HTTP `/infer` answer (facts §3):
+//! the compact JSON header in Triton's key order, then the binary outputs,
+//! which are handed over as the upstream's `Bytes` (never copied).
+
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::model::{element_count, DataType, InferRequest, InferResponse, OutputKind, Param};
+use crate::wire::json_write::{write_f64, write_i64, write_str, write_u64};
+use crate::wire::tensor::write_json_data;
+
+/// The encoded answer: `header` followed by `tails` is the body.
+#[derive(Debug)]
+pub struct Encoded {
+    pub header: Vec<u8>,
+    pub tails: Vec<Bytes>,
+}
+
+impl Encoded {
+    /// Binary framing applies when at least one binary output is non-empty
+    /// (facts §3.2); then the answer carries `Inference-Header-Content-Length`.
+    pub fn is_binary(&self) -> bool {
+        !self.tails.is_empty()
+    }
+
+    pub fn content_type(&self) -> &'static str {
+        if self.is_binary() {
+            "application/octet-stream"
+        } else {
+            "application/json"
+        }
+    }
+
+    pub fn header_length(&self) -> Option<usize> {
+        self.is_binary().then_some(self.header.len())
+    }
+
+    pub fn body_len(&self) -> usize {
+        self.header.len() + self.tails.iter().map(Bytes::len).sum::<usize>()
+    }
+}
+
+/// Renders `response`; `request` decides each output's kind (facts §2.4).
+pub fn encode(response: &InferResponse, request: &InferRequest) -> Result<Encoded> {
+    let mut out = Vec::with_capacity(256);
+    let mut tails = Vec::new();
+    out.push(b'{');
+    if !response.id.is_empty() {
+        out.extend_from_slice(b"\"id\":");
+        write_str(&mut out, &response.id);
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"model_name\":");
+    write_str(&mut out, response.model_name.as_bytes());
+    out.extend_from_slice(b",\"model_version\":");
+    write_str(&mut out, response.model_version.as_bytes());
+    if !response.parameters.is_empty() {
+        out.extend_from_slice(b",\"parameters\":");
+        write_parameters(&mut out, &response.parameters);
+    }
+    out.extend_from_slice(b",\"outputs\":[");
+    for (i, output) in response.outputs.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"name\":");
+        write_str(&mut out, output.name.as_bytes());
+        out.extend_from_slice(b",\"datatype\":");
+        write_str(&mut out, output.datatype.as_bytes());
+        out.extend_from_slice(b",\"shape\":[");
+        for (j, dim) in output.shape.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            write_i64(&mut out, *dim);
+        }
+        out.push(b']');
+        match request.output_kind(&output.name) {
+            OutputKind::SharedMemory => {}
+            OutputKind::Binary => {
+                out.extend_from_slice(b",\"parameters\":{\"binary_data_size\":");
+                write_u64(&mut out, output.data.len() as u64);
+                out.push(b'}');
+                if !output.data.is_empty() {
+                    tails.push(output.data.clone());
+                }
+            }
+            OutputKind::Json => {
+                out.extend_from_slice(b",\"data\":");
+                write_output_data(&mut out, output)?;
+            }
+        }
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}");
+    Ok(Encoded { header: out, tails })
+}
+
+fn write_output_data(out: &mut Vec<u8>, output: &crate::model::OutputTensor) -> Result<()> {
+    let mismatch = || {
+        Error::internal(format!(
+            "output tensor shape does not match size of output for '{}'",
+            output.name
+        ))
+        .plain()
+    };
+    let dtype = DataType::parse(output.datatype.as_bytes()).ok_or_else(mismatch)?;
+    let count = element_count(&output.shape)
+        .and_then(|c| usize::try_from(c).ok())
+        .ok_or_else(mismatch)?;
+    if write_json_data(dtype, &output.data, count, out) {
+        Ok(())
+    } else {
+        Err(mismatch())
+    }
+}
+
+/// Response parameters: bool, integer, string or double (facts §3.6).
+pub fn write_parameters(out: &mut Vec<u8>, params: &[(String, Param)]) {
+    out.push(b'{');
+    for (i, (key, value)) in params.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, key.as_bytes());
+        out.push(b':');
+        match value {
+            Param::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+            Param::Int64(n) => write_i64(out, *n),
+            Param::Uint64(n) => write_u64(out, *n),
+            Param::Double(d) => write_f64(out, *d),
+            Param::String(s) => write_str(out, s.as_bytes()),
+        }
+    }
+    out.push(b'}');
+}
