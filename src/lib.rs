@@ -1,2 +1,3 @@
 //! tensorgate
+pub mod demo;
 pub mod proto;
