@@ -39,6 +39,9 @@ mod models;
 mod service;
 mod validate;
 
+#[cfg(test)]
+mod tests;
+
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
