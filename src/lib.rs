@@ -10,6 +10,7 @@
 //! `demo` the embedded upstream used by `tensorgate demo` and the tests.
 
 pub mod config;
+pub mod demo;
 pub mod error;
 pub mod front;
 pub mod model;
