@@ -1,1 +1,104 @@
-fn main() {}
+//! The `tensorgate` binary: parse the command line, load and validate the
+//! config, then run (the only place that exits the process).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tensorgate::config::Config;
+use tensorgate::Gateway;
+
+/// KServe v2 HTTP gateway in front of gRPC inference servers.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Config file (TOML); see config/tensorgate.toml.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Address to listen on (IP:PORT).
+    #[arg(long, global = true)]
+    listen: Option<String>,
+    /// Upstream KServe v2 gRPC server (HOST:PORT).
+    #[arg(long)]
+    upstream: Option<String>,
+    /// Max JSON header / JSON input / raw input / decompressed size, bytes.
+    #[arg(long, global = true)]
+    http_max_input_size: Option<usize>,
+    /// Max HTTP request body size, bytes.
+    #[arg(long, global = true)]
+    max_body_size: Option<usize>,
+    /// Forward matching request headers as string parameters (regex).
+    #[arg(long, global = true)]
+    header_forward_pattern: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run with the embedded demo upstream (no other server needed).
+    Demo,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TENSORGATE_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    let mut config = match load(&cli) {
+        Ok(config) => config,
+        Err(message) => {
+            eprintln!("tensorgate: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    if matches!(cli.command, Some(Command::Demo)) {
+        let addr = "127.0.0.1:0".parse().expect("literal address");
+        match tensorgate::demo::DemoUpstream::start_in_background(addr) {
+            Ok(demo) => {
+                config.upstream.address = demo.local_addr().to_string();
+                tracing::info!(upstream = %demo.local_addr(), "embedded demo upstream started");
+                std::mem::forget(demo);
+            }
+            Err(e) => {
+                eprintln!("tensorgate: cannot start the demo upstream: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
+    match Gateway::new(config) {
+        Ok(gateway) => tensorgate::front::server::run(gateway),
+        Err(message) => {
+            eprintln!("tensorgate: invalid configuration: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// File (if any), then command-line overrides, then validation.
+fn load(cli: &Cli) -> Result<Config, String> {
+    let mut config = match &cli.config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::default(),
+    };
+    if let Some(listen) = &cli.listen {
+        config.server.listen = listen.clone();
+    }
+    if let Some(upstream) = &cli.upstream {
+        config.upstream.address = upstream.clone();
+    }
+    if let Some(n) = cli.http_max_input_size {
+        config.limits.max_input_size = n;
+    }
+    if let Some(n) = cli.max_body_size {
+        config.limits.max_body_size = n;
+    }
+    if let Some(p) = &cli.header_forward_pattern {
+        config.http.header_forward_pattern = Some(p.clone());
+    }
+    config.validate()?;
+    Ok(config)
+}

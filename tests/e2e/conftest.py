@@ -1,0 +1,209 @@
+"""Session fixtures for the end-to-end tests: a real Triton 2.51 server (from the
+nvidia-pytriton wheel) on free loopback ports, and the tensorgate gateway in
+front of Triton's gRPC port.
+
+Environment:
+  TENSORGATE_BIN            gateway binary (default <repo>/target/debug/tensorgate)
+  TENSORGATE_E2E_SELFTEST=1 do not start the gateway; use Triton's own HTTP
+                            endpoint as the "gateway" (validates the harness)
+  TRITONSERVER_BIN          tritonserver binary (default: the one in the venv's
+                            pytriton package, see scripts/setup-python-env)
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+E2E_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(os.path.dirname(E2E_DIR))
+MODEL_REPOSITORY = os.path.join(E2E_DIR, "model_repository")
+
+TRITON_START_TIMEOUT_S = 120.0
+GATEWAY_START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 15.0
+
+
+def selftest_mode():
+    return os.environ.get("TENSORGATE_E2E_SELFTEST", "") not in ("", "0")
+
+
+def free_port():
+    """A port the kernel considers free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def find_tritonserver():
+    explicit = os.environ.get("TRITONSERVER_BIN")
+    if explicit:
+        return explicit
+    import importlib.util
+    spec = importlib.util.find_spec("pytriton")  # locate the bundled server, no import
+    if spec is None or not spec.origin:
+        pytest.exit(
+            "pytriton is not installed in this Python; run scripts/setup-python-env and "
+            "use .venv/bin/python -m pytest tests/e2e", returncode=2)
+    path = os.path.join(os.path.dirname(spec.origin), "tritonserver", "bin", "tritonserver")
+    stub = os.path.join(os.path.dirname(os.path.dirname(path)), "backends", "python",
+                        "triton_python_backend_stub")
+    if not os.path.exists(stub):
+        pytest.exit("the Python backend stub is missing; run scripts/setup-python-env",
+                    returncode=2)
+    return path
+
+
+def http_status(url, timeout=1.0):
+    """Status of a GET to url, or None if nothing answers (yet)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status
+    except urllib.error.HTTPError as err:
+        return err.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def tail(path, lines=60):
+    try:
+        with open(path, "rb") as f:
+            data = f.read().decode("utf-8", "replace").splitlines()
+    except OSError as err:
+        return "(no log: %s)" % err
+    return "\n".join(data[-lines:])
+
+
+def wait_until(predicate, deadline_s, proc, what, log_path):
+    """Poll predicate() until it is true; fail early if proc died."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if proc.poll() is not None:
+            raise RuntimeError("%s exited with code %s during startup; log tail:\n%s"
+                               % (what, proc.returncode, tail(log_path)))
+        time.sleep(0.1)  # poll interval of the readiness check, not a synchronisation
+    raise RuntimeError("%s not ready after %.0fs; log tail:\n%s" % (what, deadline_s, tail(log_path)))
+
+
+def stop(proc):
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=STOP_TIMEOUT_S)
+
+
+TIMINGS = {}
+
+
+def pytest_terminal_summary(terminalreporter):
+    for line in TIMINGS.values():
+        terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def e2e_tmpdir(request):
+    """Logs of tritonserver and the gateway; kept if a test failed."""
+    path = tempfile.mkdtemp(prefix="tensorgate-e2e-")
+    yield path
+    if request.session.testsfailed:
+        TIMINGS["logs"] = "[e2e] logs kept in %s" % path
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def triton_server(e2e_tmpdir):
+    """Starts tritonserver; yields (http_base_url, grpc_host_port)."""
+    binary = find_tritonserver()
+    backends = os.path.join(os.path.dirname(os.path.dirname(binary)), "backends")
+    http_port, grpc_port = free_port(), free_port()
+    while grpc_port == http_port:
+        grpc_port = free_port()
+    log_path = os.path.join(e2e_tmpdir, "tritonserver.log")
+    env = dict(os.environ)
+    # The Python backend starts its stubs with the python3 on PATH: the venv's.
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    cmd = [
+        binary,
+        "--model-repository=" + MODEL_REPOSITORY,
+        "--backend-directory=" + backends,
+        "--http-address=127.0.0.1", "--http-port=%d" % http_port,
+        "--grpc-address=127.0.0.1", "--grpc-port=%d" % grpc_port,
+        "--allow-metrics=false",
+        "--model-control-mode=explicit", "--load-model=*",
+    ]
+    started = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                stdin=subprocess.DEVNULL)
+    base = "http://127.0.0.1:%d" % http_port
+    try:
+        wait_until(lambda: http_status(base + "/v2/health/ready") == 200,
+                   TRITON_START_TIMEOUT_S, proc, "tritonserver", log_path)
+    except RuntimeError as err:
+        stop(proc)
+        pytest.exit(str(err), returncode=3)
+    TIMINGS["triton"] = "[e2e] tritonserver ready in %.1fs (HTTP %s, gRPC 127.0.0.1:%d)" % (
+        time.monotonic() - started, base, grpc_port)
+    try:
+        yield base, "127.0.0.1:%d" % grpc_port
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="session")
+def triton_http(triton_server):
+    return triton_server[0]
+
+
+@pytest.fixture(scope="session")
+def triton_grpc(triton_server):
+    return triton_server[1]
+
+
+@pytest.fixture(scope="session")
+def gateway(triton_http, triton_grpc, e2e_tmpdir):
+    """Base URL of the gateway (Triton's own HTTP URL in self-test mode)."""
+    if selftest_mode():
+        yield triton_http
+        return
+    binary = os.environ.get("TENSORGATE_BIN") or os.path.join(
+        REPO_ROOT, "target", "debug", "tensorgate")
+    if not os.path.exists(binary):
+        pytest.fail("gateway binary %s not found (build it, set TENSORGATE_BIN, or set "
+                    "TENSORGATE_E2E_SELFTEST=1 to test the harness against Triton alone)"
+                    % binary)
+    port = free_port()
+    log_path = os.path.join(e2e_tmpdir, "tensorgate.log")
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [binary, "--upstream", triton_grpc, "--listen", "127.0.0.1:%d" % port],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    base = "http://127.0.0.1:%d" % port
+    try:
+        wait_until(lambda: http_status(base + "/v2/health/live") is not None,
+                   GATEWAY_START_TIMEOUT_S, proc, "tensorgate", log_path)
+    except RuntimeError as err:
+        stop(proc)
+        pytest.fail(str(err))
+    TIMINGS["gateway"] = "[e2e] gateway %s listening on %s (upstream %s)" % (binary, base, triton_grpc)
+    try:
+        yield base
+    finally:
+        stop(proc)
+        if proc.returncode not in (0, -15, None):
+            sys.stderr.write("[e2e] tensorgate exited with %s; log tail:\n%s\n"
+                             % (proc.returncode, tail(log_path)))

@@ -1,0 +1,145 @@
+"""One Python-backend implementation shared by every model of the e2e model
+repository (each ``model_repository/<m>/1/model.py`` is a symlink to this file).
+
+The behaviour is selected by the model config parameter ``kind``:
+
+* ``identity``   every input ``INPUT<i>`` is returned unchanged as ``OUTPUT<i>``
+                 (BF16 goes through DLPack because numpy has no bfloat16).
+* ``add_sub``    ``OUTPUT0 = INPUT0 + INPUT1``, ``OUTPUT1 = INPUT0 - INPUT1``.
+* ``accumulate`` sequence model: ``OUTPUT0`` = running sum of ``INPUT0`` for the
+                 sequence given by the CORRID control input (reset on START,
+                 forgotten after END).
+* ``repeat``     decoupled: ``INPUT0`` (INT32, one element) = N; sends N
+                 responses with ``OUTPUT0`` = [i] (INT32), then the final flag.
+* ``slow``       identity that first sleeps ``delay_ms`` milliseconds (request
+                 parameter ``delay_ms``; default: config parameter
+                 ``default_delay_ms``).
+
+(The 2.51 Python backend cannot attach response parameters, so no model here
+produces any.)
+"""
+
+import json
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+def _param(config, key, default=None):
+    value = config.get("parameters", {}).get(key)
+    if value is None:
+        return default
+    return value.get("string_value", default)
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.config = json.loads(args["model_config"])
+        self.kind = _param(self.config, "kind", "identity")
+        self.default_delay_ms = float(_param(self.config, "default_delay_ms", "0"))
+        self.inputs = [i["name"] for i in self.config.get("input", [])]
+        self.outputs = {o["name"]: o for o in self.config.get("output", [])}
+        self.sums = {}
+        if self.kind not in ("identity", "add_sub", "accumulate", "repeat", "slow"):
+            raise pb_utils.TritonModelException("unknown model kind " + repr(self.kind))
+
+    # -- helpers ---------------------------------------------------------
+    @staticmethod
+    def _request_parameters(request):
+        try:
+            return json.loads(request.parameters() or "{}")
+        except Exception:  # pragma: no cover - older backends
+            return {}
+
+    @staticmethod
+    def _response(request, tensors):
+        return pb_utils.InferenceResponse(output_tensors=tensors)
+
+    def _identity_tensors(self, request):
+        tensors = []
+        for name in self.inputs:
+            tensor = pb_utils.get_input_tensor_by_name(request, name)
+            if tensor is None:
+                continue
+            out_name = "OUTPUT" + name[len("INPUT"):]
+            if self.outputs.get(out_name, {}).get("data_type") == "TYPE_BF16":
+                tensors.append(pb_utils.Tensor.from_dlpack(out_name, tensor.to_dlpack()))
+            else:
+                tensors.append(pb_utils.Tensor(out_name, tensor.as_numpy()))
+        return tensors
+
+    # -- kinds -----------------------------------------------------------
+    def _identity(self, request):
+        return self._response(request, self._identity_tensors(request))
+
+    def _slow(self, request):
+        delay_ms = self._request_parameters(request).get("delay_ms", self.default_delay_ms)
+        time.sleep(max(0.0, float(delay_ms)) / 1000.0)
+        return self._response(request, self._identity_tensors(request))
+
+    def _add_sub(self, request):
+        a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+        b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
+        if a.shape != b.shape:
+            return pb_utils.InferenceResponse(
+                error=pb_utils.TritonError(
+                    "INPUT0 and INPUT1 must have the same shape, got %s and %s"
+                    % (list(a.shape), list(b.shape))
+                )
+            )
+        dtype = pb_utils.triton_string_to_numpy(self.outputs["OUTPUT0"]["data_type"])
+        return self._response(
+            request,
+            [
+                pb_utils.Tensor("OUTPUT0", (a + b).astype(dtype)),
+                pb_utils.Tensor("OUTPUT1", (a - b).astype(dtype)),
+            ],
+        )
+
+    def _accumulate(self, request):
+        value = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+        start = pb_utils.get_input_tensor_by_name(request, "START").as_numpy()
+        end = pb_utils.get_input_tensor_by_name(request, "END").as_numpy()
+        corrid = pb_utils.get_input_tensor_by_name(request, "CORRID").as_numpy()
+        key = corrid.reshape(-1)[0].item()
+        if isinstance(key, bytes):
+            key = key.decode("utf-8", "replace")
+        if int(start.reshape(-1)[0]) != 0:
+            self.sums[key] = 0
+        total = self.sums.get(key, 0) + int(value.reshape(-1).sum())
+        self.sums[key] = total
+        if int(end.reshape(-1)[0]) != 0:
+            self.sums.pop(key, None)
+        out = np.full(value.shape, total, dtype=np.int32)
+        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT0", out)])
+
+    def _repeat(self, request):
+        sender = request.get_response_sender()
+        count = int(pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy().reshape(-1)[0])
+        for i in range(max(0, count)):
+            sender.send(
+                pb_utils.InferenceResponse(
+                    output_tensors=[pb_utils.Tensor("OUTPUT0", np.array([i], dtype=np.int32))]
+                )
+            )
+        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+
+    # -- entry point -----------------------------------------------------
+    def execute(self, requests):
+        handler = getattr(self, "_" + self.kind)
+        if self.kind == "repeat":
+            for request in requests:
+                handler(request)
+            return None
+        responses = []
+        for request in requests:
+            try:
+                responses.append(handler(request))
+            except Exception as exc:  # report as a model error, keep the model alive
+                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))))
+        return responses
+
+    def finalize(self):
+        self.sums.clear()

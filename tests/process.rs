@@ -1,0 +1,185 @@
+//! The real binary: `tensorgate demo` on a free loopback port, driven over
+//! raw HTTP/1.1 so the pingora glue (body limits, chunked uploads,
+//! `Expect: 100-continue`, keep-alive, config validation) is exercised.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use support::GatewayProcess;
+
+const ADD_SUB_JSON: &str = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[2],"data":[1,2]},{"name":"INPUT1","datatype":"FP32","shape":[2],"data":[3,4]}]}"#;
+const ADD_SUB_ANSWER: &str = r#"{"model_name":"add_sub","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[2],"data":[4.0,6.0]},{"name":"OUTPUT1","datatype":"FP32","shape":[2],"data":[-2.0,-2.0]}]}"#;
+
+/// One parsed HTTP/1.1 response.
+struct Answer {
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn status(&self) -> u16 {
+        self.head[9..12].parse().expect("status code")
+    }
+
+    fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|line| {
+            let (n, v) = line.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+    }
+}
+
+fn connect(gw: &GatewayProcess) -> TcpStream {
+    let stream = TcpStream::connect(gw.addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream
+}
+
+/// Reads one response (head + Content-Length body) from the stream.
+fn read_answer(stream: &mut TcpStream) -> Answer {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        let n = stream.read(&mut byte).expect("read head");
+        assert!(
+            n == 1,
+            "connection closed before the head ended: {:?}",
+            String::from_utf8_lossy(&buf)
+        );
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8(buf).expect("ascii head");
+    let mut answer = Answer {
+        head,
+        body: Vec::new(),
+    };
+    let len: usize = answer
+        .header("Content-Length")
+        .map_or(0, |v| v.parse().unwrap());
+    answer.body = vec![0; len];
+    stream.read_exact(&mut answer.body).expect("read body");
+    answer
+}
+
+fn post(path: &str, headers: &str, body: &[u8]) -> Vec<u8> {
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nHost: t\r\n{headers}Content-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(body);
+    req
+}
+
+#[test]
+fn the_demo_answers_like_triton_and_keeps_the_connection() {
+    let gw = GatewayProcess::demo(&[]);
+    let mut s = connect(&gw);
+    for _ in 0..2 {
+        s.write_all(&post(
+            "/v2/models/add_sub/infer",
+            "",
+            ADD_SUB_JSON.as_bytes(),
+        ))
+        .unwrap();
+        let a = read_answer(&mut s);
+        assert_eq!(a.status(), 200);
+        assert_eq!(
+            a.header("Content-Type").as_deref(),
+            Some("application/json")
+        );
+        assert_eq!(String::from_utf8(a.body).unwrap(), ADD_SUB_ANSWER);
+    }
+    s.write_all(b"GET /v2/health/ready HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let a = read_answer(&mut s);
+    assert_eq!((a.status(), a.body.len()), (200, 0));
+    s.write_all(b"GET /v2/nothing HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let a = read_answer(&mut s);
+    assert_eq!(
+        (a.status(), a.body),
+        (404, br#"{"error":"Not Found"}"#.to_vec())
+    );
+}
+
+#[test]
+fn expect_continue_is_answered_before_the_body() {
+    let gw = GatewayProcess::demo(&[]);
+    let mut s = connect(&gw);
+    let head = format!(
+        "POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        ADD_SUB_JSON.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    let interim = read_answer(&mut s);
+    assert_eq!(interim.status(), 100);
+    s.write_all(ADD_SUB_JSON.as_bytes()).unwrap();
+    let a = read_answer(&mut s);
+    assert_eq!(String::from_utf8(a.body).unwrap(), ADD_SUB_ANSWER);
+}
+
+#[test]
+fn chunked_uploads_work_and_are_capped() {
+    let gw = GatewayProcess::demo(&[
+        "--config",
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/config/small-limits.toml"
+        ),
+    ]);
+    let mut s = connect(&gw);
+    let (a, b) = ADD_SUB_JSON.split_at(40);
+    let chunked = format!(
+        "POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+        a.len(),
+        b.len()
+    );
+    s.write_all(chunked.as_bytes()).unwrap();
+    let answer = read_answer(&mut s);
+    assert_eq!(String::from_utf8(answer.body).unwrap(), ADD_SUB_ANSWER);
+    let mut many = String::from(
+        "POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n",
+    );
+    for c in ADD_SUB_JSON.chars() {
+        many.push_str(&format!("1\r\n{c}\r\n"));
+    }
+    many.push_str("0\r\n\r\n");
+    let mut s = connect(&gw);
+    s.write_all(many.as_bytes()).unwrap();
+    let answer = read_answer(&mut s);
+    assert_eq!(answer.status(), 400);
+    assert_eq!(
+        String::from_utf8(answer.body).unwrap(),
+        r#"{"error":"Chunked request body exceeds maximum of 16 non-empty chunks. Send fewer or larger HTTP chunks."}"#
+    );
+}
+
+#[test]
+fn oversized_bodies_are_refused_with_413() {
+    let gw = GatewayProcess::demo(&["--max-body-size", "1000"]);
+    let mut s = connect(&gw);
+    s.write_all(&post("/v2/models/add_sub/infer", "", &[b' '; 1001]))
+        .unwrap();
+    let a = read_answer(&mut s);
+    assert_eq!(a.status(), 413);
+    assert_eq!(
+        String::from_utf8(a.body).unwrap(),
+        r#"{"error":"request body of 1001 bytes exceeds the maximum allowed size of 1000 bytes. Use --max-body-size to increase the limit."}"#
+    );
+}
+
+#[test]
+fn an_invalid_config_exits_before_binding() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tensorgate"))
+        .args(["--upstream", "no-port", "--listen", "127.0.0.1:1"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("upstream.address must be HOST:PORT"));
+}
