@@ -197,7 +197,7 @@ async fn sizes_are_checked_before_anything_goes_upstream() {
     assert_answer(
         &r,
         400,
-        "application/json",
+        "text/plain",
         r#"{"error":"incomplete string data for inference input 'INPUT0', expecting string of length 10 but only 3 bytes available"}"#,
     );
     let huge = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[18446744073709551615],"data":[1]}]}"#;
@@ -290,7 +290,7 @@ async fn classification_is_forwarded_or_refused() {
     assert_answer(
         &r,
         400,
-        "application/json",
+        "text/plain",
         r#"{"error":"class result not available for output due to unsupported type 'BYTES'"}"#,
     );
 }

@@ -70,7 +70,7 @@ impl Gateway {
         }
         compress::inflate(&req.body, self.config.limits.max_input_size)
             .map(Bytes::from)
-            .map_err(|e| Error::invalid(e.to_string()))
+            .map_err(|e| Error::invalid(e.to_string()).plain())
     }
 
     /// `--http-header-forward-pattern`: matching headers become string

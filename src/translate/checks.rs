@@ -126,7 +126,9 @@ pub fn classification(request: &InferRequest, info: Option<&ModelInfo>) -> Resul
             return Err(Error::invalid(format!(
                 "class result not available for output due to unsupported type '{}'",
                 d.as_str()
-            )));
+            ))
+            // Triton raises it after execution, hence text/plain.
+            .plain());
         }
     }
     Ok(())
@@ -194,7 +196,9 @@ fn check_framing(data: &[u8], expected: u64, id: &str, name: &str, model: &str) 
             Err(Framing::ShortData { len, available }) => {
                 return Err(Error::invalid(format!(
                     "incomplete string data for inference input '{name}', expecting string of length {len} but only {available} bytes available"
-                )))
+                ))
+                // The backend's check after execution on Triton: text/plain.
+                .plain())
             }
         }
     }

@@ -83,7 +83,8 @@ pub fn request_encoding(value: Option<&[u8]>) -> Result<Encoding, ()> {
         return Ok(Encoding::Identity);
     };
     match c_str(value) {
-        b"" | b"identity" => Ok(Encoding::Identity),
+        // An empty value is not "identity": real Triton answers 501 (observed).
+        b"identity" => Ok(Encoding::Identity),
         b"gzip" => Ok(Encoding::Gzip),
         b"deflate" => Ok(Encoding::Deflate),
         _ => Err(()),

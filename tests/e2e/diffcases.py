@@ -116,12 +116,20 @@ def POST(path, body=b"", **kw):
 JSON_500 = {"status": 400}  # Triton: 500 for JSON type/parse errors; gateway: 400
 
 
+def half_json_answer(model, dtype):
+    """docs/compatibility.md #5/#6: the gateway accepts and renders FP16/BF16
+    as JSON numbers where Triton refuses; the values here are 1.0 and 2.0."""
+    body = ('{"model_name":"%s","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"%s",'
+            '"shape":[1,2],"data":[1.0,2.0]}]}' % (model, dtype)).encode()
+    return {"status": 200, "ct": "application/json", "body": body, "why": "compatibility #5/#6"}
+
+
 def ERR(method, path, status, text, ct="application/json", body=b"", headers=(),
-        gateway_status=None, **kw):
+        gateway_status=None, expect_diff=None, **kw):
     """A request whose expected answer is {"error": text}."""
     if isinstance(body, (dict, list)):
         body = js(body)
-    diff = {"status": gateway_status} if gateway_status else None
+    diff = {"status": gateway_status} if gateway_status else expect_diff
     return Req(method, path, body=body, headers=headers, status=status, ct=ct, error=text,
                ihcl=ABSENT, expect_diff=diff, **kw)
 
@@ -832,10 +840,12 @@ for _id, _dt, _data, _msg, _facts in [
 
 case("infer-json-fp16", ERR("POST", infer_path("identity_fp16"), 400,
                             "receiving FP16 data via JSON is not supported. Please use the binary data format for input INPUT0",
-                            body=req_json([inp("INPUT0", "FP16", [1, 2], [1.0, 2.0])])), facts="J06")
+                            body=req_json([inp("INPUT0", "FP16", [1, 2], [1.0, 2.0])]),
+                            expect_diff=half_json_answer("identity_fp16", "FP16")), facts="J06")
 case("infer-json-bf16", ERR("POST", infer_path("identity_bf16"), 400,
                             "receiving BF16 data via JSON is not supported. Please use the binary data format for input INPUT0",
-                            body=req_json([inp("INPUT0", "BF16", [1, 2], [1.0, 2.0])])), facts="§2.3")
+                            body=req_json([inp("INPUT0", "BF16", [1, 2], [1.0, 2.0])]),
+                            expect_diff=half_json_answer("identity_bf16", "BF16")), facts="§2.3")
 case("infer-json-too-many-leaves", ERR("POST", infer_path("add_sub"), 500,
                                        "Unable to parse 'data': Shape does not match true shape of 'data' field",
                                        body=req_json([inp("INPUT0", "FP32", [2], [1, 2, 3]), B]),
@@ -1019,13 +1029,15 @@ case("infer-json-fp16-output", ERR(
     "POST", infer_path("identity_fp16"), 400,
     "sending FP16 data via JSON is not supported. Please use the binary data format for output",
     ct="text/plain", body=js(req_json([inp("INPUT0", "FP16", [1, 2], bsize=4)])) + b"\x00\x3c\x00\x40",
-    headers=(("Inference-Header-Content-Length", str(len(js(req_json([inp("INPUT0", "FP16", [1, 2], bsize=4)]))))),)),
+    headers=(("Inference-Header-Content-Length", str(len(js(req_json([inp("INPUT0", "FP16", [1, 2], bsize=4)]))))),),
+    expect_diff=half_json_answer("identity_fp16", "FP16")),
     facts="J43")
 case("infer-json-bf16-output", ERR(
     "POST", infer_path("identity_bf16"), 400,
     "sending BF16 data via JSON is not supported. Please use the binary data format for output",
     ct="text/plain", body=js(req_json([inp("INPUT0", "BF16", [1, 2], bsize=4)])) + b"\x80\x3f\x00\x40",
-    headers=(("Inference-Header-Content-Length", str(len(js(req_json([inp("INPUT0", "BF16", [1, 2], bsize=4)]))))),)),
+    headers=(("Inference-Header-Content-Length", str(len(js(req_json([inp("INPUT0", "BF16", [1, 2], bsize=4)]))))),),
+    expect_diff=half_json_answer("identity_bf16", "BF16")),
     facts="J43")
 
 # Request parameters (§5.1)

@@ -41,7 +41,7 @@ pub fn model_infer(response: ModelInferResponse, request_id: &[u8]) -> InferResp
         .map(|output| {
             let data = raw.next().unwrap_or_default();
             let data = match (&output.contents, data.is_empty()) {
-                (Some(contents), true) => typed_to_raw(contents),
+                (Some(contents), true) => typed_to_raw(contents, &output.datatype),
                 _ => data,
             };
             OutputTensor {
@@ -63,17 +63,22 @@ pub fn model_infer(response: ModelInferResponse, request_id: &[u8]) -> InferResp
 
 /// Servers other than Triton may answer with typed `contents` (facts §9
 /// item 7): serialize them to the raw little-endian layout.
-fn typed_to_raw(c: &InferTensorContents) -> Bytes {
+fn typed_to_raw(c: &InferTensorContents, datatype: &str) -> Bytes {
+    // INT8/INT16 (and UINT8/UINT16) travel widened to 32 bits: keep the low bytes.
+    let narrow = DataType::parse(datatype.as_bytes())
+        .and_then(DataType::element_size)
+        .filter(|n| *n < 4)
+        .unwrap_or(4);
     let mut out = Vec::new();
     out.extend(c.bool_contents.iter().map(|b| u8::from(*b)));
     for v in &c.int_contents {
-        out.extend_from_slice(&v.to_le_bytes());
+        out.extend_from_slice(&v.to_le_bytes()[..narrow]);
     }
     for v in &c.int64_contents {
         out.extend_from_slice(&v.to_le_bytes());
     }
     for v in &c.uint_contents {
-        out.extend_from_slice(&v.to_le_bytes());
+        out.extend_from_slice(&v.to_le_bytes()[..narrow]);
     }
     for v in &c.uint64_contents {
         out.extend_from_slice(&v.to_le_bytes());
@@ -131,5 +136,25 @@ pub fn model_info_from_metadata(metadata: ModelMetadataResponse) -> ModelInfo {
         decoupled: false,
         inputs: metadata.inputs.into_iter().map(tensor).collect(),
         outputs: metadata.outputs.into_iter().map(tensor).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_contents_become_raw_little_endian() {
+        let c = InferTensorContents {
+            int_contents: vec![-1, 300],
+            ..Default::default()
+        };
+        assert_eq!(&typed_to_raw(&c, "INT16")[..], &[0xff, 0xff, 0x2c, 0x01]);
+        assert_eq!(&typed_to_raw(&c, "INT8")[..], &[0xff, 0x2c]);
+        let b = InferTensorContents {
+            bytes_contents: vec![Bytes::from_static(b"ab")],
+            ..Default::default()
+        };
+        assert_eq!(&typed_to_raw(&b, "BYTES")[..], b"\x02\x00\x00\x00ab");
     }
 }
