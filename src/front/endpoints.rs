@@ -4,9 +4,11 @@
 use crate::error::{Error, Result};
 use crate::front::handler::Gateway;
 use crate::front::http::{HttpRequest, HttpResponse};
-use crate::front::route::{ModelRef, Route};
+use crate::front::route::{Route, ShmAction};
 use crate::proto::inference as pb;
-use crate::wire::json_write::write_str;
+use crate::translate::from_grpc::{endpoints as render, model_config};
+use crate::translate::to_grpc::endpoints as req_pb;
+use http::Method;
 
 /// Extensions the gateway itself implements on the HTTP side; the answer
 /// lists those the upstream also reports, plus the HTTP-only ones.
@@ -32,6 +34,8 @@ impl Gateway {
     pub(crate) async fn endpoint(&self, route: &Route, req: &HttpRequest) -> Result<HttpResponse> {
         let mut client = self.upstream.client().map_err(status)?;
         let up = &self.upstream;
+        let body = &req.body[..];
+        let json = |bytes: Vec<u8>| Ok(HttpResponse::json(bytes));
         match route {
             Route::HealthLive => {
                 let r = client
@@ -49,10 +53,7 @@ impl Gateway {
             }
             Route::ModelReady(m) => {
                 let r = client
-                    .model_ready(up.request(pb::ModelReadyRequest {
-                        name: m.name.clone(),
-                        version: m.version.clone(),
-                    }))
+                    .model_ready(up.request(req_pb::model_ready(&m.name, &m.version)))
                     .await
                     .map_err(|s| status(s).plain())?;
                 if r.into_inner().ready {
@@ -67,51 +68,199 @@ impl Gateway {
                     .await
                     .map_err(status)?
                     .into_inner();
-                Ok(HttpResponse::json(self.server_metadata(&r.extensions)))
+                json(render::server_metadata_json(&gateway_metadata(
+                    &r.extensions,
+                )))
             }
-            _ => self.other_endpoint(route, req, &mut client).await,
+            Route::ModelMetadata(m) => {
+                let r = client
+                    .model_metadata(up.request(req_pb::model_metadata(&m.name, &m.version)))
+                    .await;
+                json(render::model_metadata_json(
+                    &r.map_err(status)?.into_inner(),
+                ))
+            }
+            Route::ModelConfig(m) => {
+                let r = client
+                    .model_config(up.request(req_pb::model_config(&m.name, &m.version)))
+                    .await;
+                json(model_config::model_config_response_json(
+                    &r.map_err(status)?.into_inner(),
+                ))
+            }
+            Route::ModelStats(m) => {
+                let (name, version) = m
+                    .as_ref()
+                    .map_or(("", ""), |m| (&m.name[..], &m.version[..]));
+                let r = client
+                    .model_statistics(up.request(req_pb::model_statistics(name, version)))
+                    .await;
+                json(render::model_statistics_json(
+                    &r.map_err(status)?.into_inner(),
+                ))
+            }
+            Route::RepositoryIndex => {
+                let request = req_pb::repository_index(body)?;
+                let r = client
+                    .repository_index(up.request(request))
+                    .await
+                    .map_err(status)?;
+                json(render::repository_index_json(&r.into_inner()))
+            }
+            Route::RepositoryLoad { model, repository } => {
+                no_repository_name(repository)?;
+                let request = req_pb::repository_load(model, body)?;
+                self.models.invalidate(model);
+                client
+                    .repository_model_load(up.request(request))
+                    .await
+                    .map_err(status)?;
+                self.models.invalidate(model);
+                Ok(HttpResponse::empty(200, "application/json"))
+            }
+            Route::RepositoryUnload { model, repository } => {
+                no_repository_name(repository)?;
+                let request = req_pb::repository_unload(model, body);
+                self.models.invalidate(model);
+                client
+                    .repository_model_unload(up.request(request))
+                    .await
+                    .map_err(status)?;
+                self.models.invalidate(model);
+                Ok(HttpResponse::empty(200, "application/json"))
+            }
+            Route::SystemShm { region, action } => {
+                let region = region.as_deref().unwrap_or("");
+                match action {
+                    ShmAction::Status => {
+                        let r = client
+                            .system_shared_memory_status(
+                                up.request(req_pb::system_shm_status(region)),
+                            )
+                            .await;
+                        json(render::system_shm_status_json(
+                            &r.map_err(status)?.into_inner(),
+                        ))
+                    }
+                    ShmAction::Register => {
+                        let request = req_pb::system_shm_register(region, body)?;
+                        client
+                            .system_shared_memory_register(up.request(request))
+                            .await
+                            .map_err(status)?;
+                        Ok(HttpResponse::empty(200, "application/json"))
+                    }
+                    ShmAction::Unregister => {
+                        let request = req_pb::system_shm_unregister(region);
+                        client
+                            .system_shared_memory_unregister(up.request(request))
+                            .await
+                            .map_err(status)?;
+                        Ok(HttpResponse::empty(200, "application/json"))
+                    }
+                }
+            }
+            Route::CudaShm { region, action } => {
+                let region = region.as_deref().unwrap_or("");
+                match action {
+                    ShmAction::Status => {
+                        let r = client
+                            .cuda_shared_memory_status(up.request(req_pb::cuda_shm_status(region)))
+                            .await;
+                        json(render::cuda_shm_status_json(
+                            &r.map_err(status)?.into_inner(),
+                        ))
+                    }
+                    ShmAction::Register => {
+                        let request = req_pb::cuda_shm_register(region, body)?;
+                        client
+                            .cuda_shared_memory_register(up.request(request))
+                            .await
+                            .map_err(status)?;
+                        Ok(HttpResponse::empty(200, "application/json"))
+                    }
+                    ShmAction::Unregister => {
+                        let request = req_pb::cuda_shm_unregister(region);
+                        client
+                            .cuda_shared_memory_unregister(up.request(request))
+                            .await
+                            .map_err(status)?;
+                        Ok(HttpResponse::empty(200, "application/json"))
+                    }
+                }
+            }
+            Route::TraceSetting(model) => {
+                let model = model.as_deref().unwrap_or("");
+                let request = if req.method == Method::POST {
+                    req_pb::trace_setting_post(model, body)?
+                } else {
+                    req_pb::trace_setting_get(model)
+                };
+                let r = client
+                    .trace_setting(up.request(request))
+                    .await
+                    .map_err(status)?;
+                json(render::trace_settings_json(&r.into_inner()))
+            }
+            Route::Logging => {
+                let (request, error) = if req.method == Method::POST {
+                    let update = req_pb::log_settings_post(body);
+                    (update.request, update.error)
+                } else {
+                    (req_pb::log_settings_get(), None)
+                };
+                // Triton applies the settings before a bad one, then reports it.
+                let applied = if request.settings.is_empty() && error.is_some() {
+                    None
+                } else {
+                    Some(
+                        client
+                            .log_settings(up.request(request))
+                            .await
+                            .map_err(status)?,
+                    )
+                };
+                if let Some(error) = error {
+                    return Err(error);
+                }
+                let r = applied.ok_or_else(|| Error::internal("no log settings"))?;
+                json(render::log_settings_json(&r.into_inner()))
+            }
+            Route::Generate(_) | Route::GenerateStream(_) => Err(Error::unsupported(
+                "generate and generate_stream are not supported by tensorgate yet",
+            )),
+            Route::Infer(m) => self.infer(m, req).await,
         }
     }
+}
 
-    /// `{"name":"tensorgate","version":..,"extensions":[..]}`.
-    fn server_metadata(&self, upstream_extensions: &[String]) -> Vec<u8> {
-        let mut extensions: Vec<&str> = GATEWAY_EXTENSIONS
-            .iter()
-            .copied()
-            .filter(|e| upstream_extensions.iter().any(|u| u == e))
-            .collect();
-        extensions.extend(HTTP_ONLY_EXTENSIONS);
-        let mut out = b"{\"name\":\"tensorgate\",\"version\":".to_vec();
-        write_str(&mut out, env!("CARGO_PKG_VERSION").as_bytes());
-        out.extend_from_slice(b",\"extensions\":[");
-        for (i, e) in extensions.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str(&mut out, e.as_bytes());
-        }
-        out.extend_from_slice(b"]}");
-        out
+/// Our own server metadata: the extensions the upstream reports that the
+/// gateway also implements, plus the HTTP-only ones.
+fn gateway_metadata(upstream_extensions: &[String]) -> pb::ServerMetadataResponse {
+    let mut extensions: Vec<String> = GATEWAY_EXTENSIONS
+        .iter()
+        .filter(|e| upstream_extensions.iter().any(|u| u == *e))
+        .map(|e| (*e).to_string())
+        .collect();
+    extensions.extend(HTTP_ONLY_EXTENSIONS.iter().map(|e| (*e).to_string()));
+    pb::ServerMetadataResponse {
+        name: "tensorgate".to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        extensions,
     }
+}
 
-    async fn other_endpoint(
-        &self,
-        route: &Route,
-        _req: &HttpRequest,
-        _client: &mut crate::upstream::Client,
-    ) -> Result<HttpResponse> {
-        Err(Error::unsupported(format!(
-            "{route:?} is not implemented yet"
-        )))
+/// Triton refuses an explicit repository on load/unload (facts §0.3 rule 8).
+fn no_repository_name(repository: &Option<String>) -> Result<()> {
+    match repository {
+        Some(_) => Err(Error::unsupported(
+            "'repository_name' specification is not supported",
+        )),
+        None => Ok(()),
     }
 }
 
 /// Health answers: 200 or 400, empty, `text/plain` (facts §1 rows 1–2).
 fn health(ok: bool) -> HttpResponse {
     HttpResponse::empty(if ok { 200 } else { 400 }, "text/plain")
-}
-
-#[allow(dead_code)]
-fn model_request(m: &ModelRef) -> (String, String) {
-    (m.name.clone(), m.version.clone())
 }

@@ -1,6 +1,9 @@
 //! gRPC messages to protocol-neutral responses. Output tensor bytes are the
 //! `Bytes` prost decoded (zero-copy, `.bytes(".")` in build.rs).
 
+pub mod endpoints;
+pub mod model_config;
+
 use bytes::Bytes;
 
 use crate::model::{DataType, InferResponse, ModelInfo, OutputTensor, Param, TensorInfo};

@@ -1,6 +1,8 @@
 //! Protocol-neutral requests to gRPC messages. The only place (with
 //! `from_grpc`) that sees both our model types and the generated wire types.
 
+pub mod endpoints;
+
 use std::collections::HashMap;
 
 use crate::model::{InferRequest, InputData, Param, SharedMemory};
