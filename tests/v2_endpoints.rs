@@ -1,0 +1,225 @@
+//! Every non-infer v2 endpoint through the gateway against the embedded demo
+//! upstream: a new user's tour of the server, read top to bottom.
+
+mod support;
+
+use http::Method;
+use support::{assert_answer, text, Harness};
+
+#[tokio::test]
+async fn health_and_server_metadata() {
+    let h = Harness::start().await;
+    assert_answer(&h.get("/v2/health/live").await, 200, "text/plain", "");
+    assert_answer(&h.get("/v2/health/ready").await, 200, "text/plain", "");
+    let r = h.get("/v2").await;
+    assert_eq!(r.status, 200);
+    let body = text(&r);
+    assert!(
+        body.starts_with(r#"{"name":"tensorgate","version":""#),
+        "{body}"
+    );
+    assert!(body.ends_with(r#""binary_tensor_data"]}"#), "{body}");
+    assert!(
+        body.contains(r#""classification""#),
+        "extensions both sides support: {body}"
+    );
+}
+
+#[tokio::test]
+async fn model_metadata_ready_and_config() {
+    let h = Harness::start().await;
+    let r = h.get("/v2/models/identity_fp32").await;
+    assert_answer(
+        &r,
+        200,
+        "application/json",
+        r#"{"name":"identity_fp32","versions":["1"],"platform":"demo","inputs":[{"name":"INPUT0","datatype":"FP32","shape":[-1,-1]}],"outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[-1,-1]}]}"#,
+    );
+    assert_answer(
+        &h.get("/v2/models/add_sub/versions/1/ready").await,
+        200,
+        "text/plain",
+        "",
+    );
+    assert_answer(
+        &h.get("/v2/models/nope/ready").await,
+        400,
+        "text/plain",
+        r#"{"error":"Model version not ready"}"#,
+    );
+    assert_answer(
+        &h.get("/v2/models/add_sub/versions/2").await,
+        404,
+        "application/json",
+        r#"{"error":"Request for unknown model: 'add_sub' version 2 is not found"}"#,
+    );
+    let config = text(&h.get("/v2/models/add_sub/config").await);
+    assert!(
+        config.starts_with(r#"{"name":"add_sub","platform":"","backend":"demo","runtime":"","version_policy":{"latest":{"num_versions":1}},"max_batch_size":0,"input":[{"name":"INPUT0","data_type":"TYPE_FP32","format":"FORMAT_NONE","dims":[-1],"#),
+        "{config}"
+    );
+    assert!(
+        config.contains(r#""label_filename":"add_sub_labels.txt""#),
+        "{config}"
+    );
+}
+
+#[tokio::test]
+async fn statistics_count_inferences() {
+    let h = Harness::start().await;
+    let body = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1],"data":[1]},{"name":"INPUT1","datatype":"FP32","shape":[1],"data":[2]}]}"#;
+    assert_eq!(h.post("/v2/models/add_sub/infer", body).await.status, 200);
+    let stats = text(&h.get("/v2/models/add_sub/stats").await);
+    assert!(
+        stats.starts_with(r#"{"model_stats":[{"name":"add_sub","version":"1","last_inference":"#),
+        "{stats}"
+    );
+    assert!(
+        stats.contains(r#""inference_count":1,"execution_count":1,"#),
+        "{stats}"
+    );
+    assert_answer(
+        &h.get("/v2/models/nope/stats").await,
+        400,
+        "application/json",
+        r#"{"error":"requested model 'nope' is not available"}"#,
+    );
+}
+
+/// A raw binary request (header length 0): needs the cached model signature.
+async fn raw(h: &Harness) -> tensorgate::front::http::HttpResponse {
+    h.send(
+        Method::POST,
+        "/v2/models/identity_fp32/infer",
+        &[("Inference-Header-Content-Length", "0")],
+        vec![0u8; 8],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn repository_unload_and_load_clear_the_model_cache() {
+    let h = Harness::start().await;
+    assert_eq!(raw(&h).await.status, 200, "raw request fills the cache");
+    assert_answer(
+        &h.post("/v2/repository/models/identity_fp32/unload", "")
+            .await,
+        200,
+        "application/json",
+        "",
+    );
+    let index = text(&h.post("/v2/repository/index", "").await);
+    assert!(
+        index.contains(
+            r#"{"name":"identity_fp32","version":"1","state":"UNAVAILABLE","reason":"unloaded"}"#
+        ),
+        "{index}"
+    );
+    assert_answer(
+        &raw(&h).await,
+        404,
+        "text/plain",
+        r#"{"error":"Request for unknown model: 'identity_fp32' has no available versions"}"#,
+    );
+    assert_answer(
+        &h.post("/v2/repository/models/identity_fp32/load", "{}")
+            .await,
+        200,
+        "application/json",
+        "",
+    );
+    assert_eq!(raw(&h).await.status, 200);
+    assert_answer(
+        &h.post("/v2/repository/other/models/identity_fp32/load", "")
+            .await,
+        501,
+        "application/json",
+        r#"{"error":"'repository_name' specification is not supported"}"#,
+    );
+    assert_answer(
+        &h.post("/v2/repository/index", r#"{"ready":1}"#).await,
+        400,
+        "application/json",
+        r#"{"error":"attempt to access JSON non-boolean as boolean"}"#,
+    );
+}
+
+#[tokio::test]
+async fn shared_memory_trace_and_logging() {
+    let h = Harness::start().await;
+    assert_answer(
+        &h.get("/v2/systemsharedmemory/status").await,
+        200,
+        "application/json",
+        "[]",
+    );
+    assert_answer(
+        &h.get("/v2/cudasharedmemory/status").await,
+        200,
+        "application/json",
+        "[]",
+    );
+    assert_answer(
+        &h.post(
+            "/v2/systemsharedmemory/region/r/register",
+            r#"{"key":"/nope","offset":0,"byte_size":8}"#,
+        )
+        .await,
+        500,
+        "application/json",
+        r#"{"error":"Unable to open shared memory region: '/nope'"}"#,
+    );
+    assert_answer(
+        &h.post("/v2/systemsharedmemory/unregister", "").await,
+        200,
+        "application/json",
+        "",
+    );
+    assert_answer(
+        &h.get("/v2/trace/setting").await,
+        200,
+        "application/json",
+        r#"{"trace_level":["OFF"],"trace_rate":"1000","trace_count":"-1","log_frequency":"0","trace_file":"","trace_mode":"triton"}"#,
+    );
+    assert_answer(
+        &h.get("/v2/logging").await,
+        200,
+        "application/json",
+        r#"{"log_file":"","log_info":true,"log_warning":true,"log_error":true,"log_verbose_level":0,"log_format":"default"}"#,
+    );
+}
+
+#[tokio::test]
+async fn routing_and_methods() {
+    let h = Harness::start().await;
+    assert_answer(
+        &h.get("/v2/models/add_sub/").await,
+        404,
+        "text/plain",
+        r#"{"error":"Not Found"}"#,
+    );
+    assert_answer(
+        &h.get("/v2/models/add_sub/infer").await,
+        405,
+        "text/plain",
+        r#"{"error":"Method Not Allowed"}"#,
+    );
+    assert_answer(
+        &h.post("/v2/models/add_sub/config", "").await,
+        405,
+        "application/json",
+        r#"{"error":"Method Not Allowed"}"#,
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_a_clear_503() {
+    let h = Harness::start_with(|c| c.upstream.address = "127.0.0.1:1".into()).await;
+    let r = h.get("/v2/health/ready").await;
+    assert_eq!(r.status, 503);
+    assert!(
+        text(&r).starts_with(r#"{"error":"upstream unavailable: "#),
+        "{}",
+        text(&r)
+    );
+}
