@@ -374,3 +374,28 @@ async fn parameters_are_typed_and_headers_forwarded() {
     assert_eq!(p("X-Fwd-Trace"), Some(P::StringParam("t1".into())));
     assert_eq!(p("binary_data_output"), None, "never forwarded");
 }
+
+#[tokio::test]
+async fn a_64_mib_tensor_passes_both_ways() {
+    let h = Harness::start().await;
+    let n = 64 << 20;
+    let json = format!(
+        r#"{{"inputs":[{{"name":"INPUT0","datatype":"UINT8","shape":[1,{n}],"parameters":{{"binary_data_size":{n}}}}}],"outputs":[{{"name":"OUTPUT0","parameters":{{"binary_data":true}}}}]}}"#
+    );
+    let tensor: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+    let r = h
+        .post_binary("/v2/models/identity_uint8/infer", &json, &tensor)
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body[0]));
+    let header_len: usize = r
+        .header("Inference-Header-Content-Length")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let body = r.body_bytes();
+    assert_eq!(body.len(), header_len + n);
+    assert!(
+        body[header_len..] == tensor[..],
+        "tensor bytes came back unchanged"
+    );
+}
