@@ -115,6 +115,31 @@ fn assert_status(status: &Status, code: Code, message: &str) {
     assert_eq!(status.code(), code, "{message}");
 }
 
+/// `request` after `edit`.
+fn edited(
+    mut request: ModelInferRequest,
+    edit: impl FnOnce(&mut ModelInferRequest),
+) -> ModelInferRequest {
+    edit(&mut request);
+    request
+}
+
+/// The one-element `add_sub` request (`[1.0]`, `[1.0]`, no id) after `edit`.
+fn add_sub_with(edit: impl FnOnce(&mut ModelInferRequest)) -> ModelInferRequest {
+    edited(add_sub("", &[1.0], &[1.0]), edit)
+}
+
+/// Sends each request in turn; each must fail with exactly that code and message.
+async fn assert_failures(
+    service: &DemoService,
+    cases: impl IntoIterator<Item = (ModelInferRequest, Code, &str)>,
+) {
+    for (request, code, message) in cases {
+        let status = infer_error(service, request).await;
+        assert_status(&status, code, message);
+    }
+}
+
 /// Splits length-prefixed BYTES data into strings.
 fn unframe(mut data: &[u8]) -> Vec<String> {
     let mut out = Vec::new();
@@ -154,33 +179,28 @@ async fn add_sub_returns_outputs_in_model_order() {
 #[tokio::test]
 async fn unknown_models_and_versions() {
     let service = service();
-    let mut request = add_sub("", &[1.0], &[1.0]);
-    request.model_name = "nope".into();
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::NotFound,
-        "Request for unknown model: 'nope' is not found",
-    );
-
-    let mut request = add_sub("", &[1.0], &[1.0]);
-    request.model_version = "2".into();
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::NotFound,
-        "Request for unknown model: 'add_sub' version 2 is not found",
-    );
-
-    let mut request = add_sub("", &[1.0], &[1.0]);
-    request.model_version = "x".into();
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::InvalidArgument,
-        "failed to get model version from specified version string 'x' (details: stol), version \
-         should be an integral value > 0",
-    );
+    assert_failures(
+        &service,
+        [
+            (
+                add_sub_with(|r| r.model_name = "nope".into()),
+                Code::NotFound,
+                "Request for unknown model: 'nope' is not found",
+            ),
+            (
+                add_sub_with(|r| r.model_version = "2".into()),
+                Code::NotFound,
+                "Request for unknown model: 'add_sub' version 2 is not found",
+            ),
+            (
+                add_sub_with(|r| r.model_version = "x".into()),
+                Code::InvalidArgument,
+                "failed to get model version from specified version string 'x' (details: stol), \
+                 version should be an integral value > 0",
+            ),
+        ],
+    )
+    .await;
 
     let metadata = service
         .model_metadata(Request::new(ModelMetadataRequest {
@@ -289,60 +309,68 @@ async fn unload_and_load() {
 #[tokio::test]
 async fn input_count_texts() {
     let service = service();
-    let mut request = add_sub("", &[1.0], &[1.0]);
-    request.inputs.truncate(1);
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::InvalidArgument,
-        "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'add_sub'. Got \
-         input(s) ['INPUT0'], but missing required input(s) ['INPUT1']. Please provide all \
-         required input(s).",
-    );
-
-    let mut request = add_sub("r0", &[], &[]);
-    request.inputs.clear();
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::InvalidArgument,
-        "[request id: r0] expected 2 inputs but got 0 inputs for model 'add_sub'. Got input(s) \
-         [], but missing required input(s) ['INPUT0','INPUT1']. Please provide all required \
-         input(s).",
-    );
-
-    let mut request = add_sub("", &[1.0], &[1.0]);
-    request.inputs[1].name = "INPUT9".into();
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::InvalidArgument,
-        "unexpected inference input 'INPUT9' for model 'add_sub'",
-    );
+    assert_failures(
+        &service,
+        [
+            (
+                add_sub_with(|r| r.inputs.truncate(1)),
+                Code::InvalidArgument,
+                "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model \
+                 'add_sub'. Got input(s) ['INPUT0'], but missing required input(s) ['INPUT1']. \
+                 Please provide all required input(s).",
+            ),
+            (
+                edited(add_sub("r0", &[], &[]), |r| r.inputs.clear()),
+                Code::InvalidArgument,
+                "[request id: r0] expected 2 inputs but got 0 inputs for model 'add_sub'. Got \
+                 input(s) [], but missing required input(s) ['INPUT0','INPUT1']. Please provide \
+                 all required input(s).",
+            ),
+            (
+                add_sub_with(|r| r.inputs[1].name = "INPUT9".into()),
+                Code::InvalidArgument,
+                "unexpected inference input 'INPUT9' for model 'add_sub'",
+            ),
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn datatype_shape_and_size_texts() {
     let service = service();
-    let mut request = add_sub("", &[1.0], &[1.0]);
-    request.inputs[0].datatype = "BOOL".into();
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::InvalidArgument,
-        "[request id: <id_unknown>] inference input 'INPUT0' data-type is 'BOOL', but model \
-         'add_sub' expects 'FP32'",
-    );
-
-    let mut request = add_sub("", &[1.0], &[1.0]);
-    request.inputs[1].shape.clear();
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::InvalidArgument,
-        "[request id: <id_unknown>] unexpected shape for input 'INPUT1' for model 'add_sub'. \
-         Expected [-1], got []. ",
-    );
+    assert_failures(
+        &service,
+        [
+            (
+                add_sub_with(|r| r.inputs[0].datatype = "BOOL".into()),
+                Code::InvalidArgument,
+                "[request id: <id_unknown>] inference input 'INPUT0' data-type is 'BOOL', but \
+                 model 'add_sub' expects 'FP32'",
+            ),
+            (
+                add_sub_with(|r| r.inputs[1].shape.clear()),
+                Code::InvalidArgument,
+                "[request id: <id_unknown>] unexpected shape for input 'INPUT1' for model \
+                 'add_sub'. Expected [-1], got []. ",
+            ),
+            (
+                single("identity_bytes", "BYTES", &[9, 1], strings(&["a"; 9])),
+                Code::InvalidArgument,
+                "[request id: <id_unknown>] inference request batch-size must be <= 8 for \
+                 'identity_bytes'",
+            ),
+            (
+                edited(add_sub("", &[1.0, 2.0], &[1.0, 2.0]), |r| {
+                    r.raw_input_contents[1] = fp32(&[1.0, 2.0, 3.0]);
+                }),
+                Code::InvalidArgument,
+                "[request id: <id_unknown>] input byte size mismatch for input 'INPUT1' for \
+                 model 'add_sub'. Expected 8, got 12",
+            ),
+        ],
+    )
+    .await;
 
     let request = single("identity_fp32", "FP32", &[2, 1, 1], fp32(&[1.0, 2.0]));
     let status = infer_error(&service, request).await;
@@ -351,51 +379,35 @@ async fn datatype_shape_and_size_texts() {
          'identity_fp32'. Expected [-1,-1], got [2,1,1]. NOTE: Setting a non-zero \
          max_batch_size"
     ));
-
-    let request = single("identity_bytes", "BYTES", &[9, 1], strings(&["a"; 9]));
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::InvalidArgument,
-        "[request id: <id_unknown>] inference request batch-size must be <= 8 for \
-         'identity_bytes'",
-    );
-
-    let mut request = add_sub("", &[1.0, 2.0], &[1.0, 2.0]);
-    request.raw_input_contents[1] = fp32(&[1.0, 2.0, 3.0]);
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::InvalidArgument,
-        "[request id: <id_unknown>] input byte size mismatch for input 'INPUT1' for model \
-         'add_sub'. Expected 8, got 12",
-    );
 }
 
 #[tokio::test]
 async fn data_source_texts() {
     let service = service();
-    let mut request = add_sub("", &[1.0], &[1.0]);
-    request.inputs[0].contents = Some(InferTensorContents {
-        fp32_contents: vec![1.0],
-        ..Default::default()
-    });
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::InvalidArgument,
-        "contents field must not be specified when using raw_input_contents for 'INPUT0' for \
-         model 'add_sub'",
-    );
-
-    let mut request = add_sub("", &[1.0], &[1.0]);
-    request.raw_input_contents.pop();
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::InvalidArgument,
-        "unable to find data for input tensor 'INPUT1' for model 'add_sub' in request.",
-    );
+    assert_failures(
+        &service,
+        [
+            (
+                add_sub_with(|r| {
+                    r.inputs[0].contents = Some(InferTensorContents {
+                        fp32_contents: vec![1.0],
+                        ..Default::default()
+                    });
+                }),
+                Code::InvalidArgument,
+                "contents field must not be specified when using raw_input_contents for \
+                 'INPUT0' for model 'add_sub'",
+            ),
+            (
+                add_sub_with(|r| {
+                    r.raw_input_contents.pop();
+                }),
+                Code::InvalidArgument,
+                "unable to find data for input tensor 'INPUT1' for model 'add_sub' in request.",
+            ),
+        ],
+    )
+    .await;
 
     // Typed contents only.
     let mut request = add_sub("", &[1.0, 2.0], &[3.0, 4.0]);
@@ -451,40 +463,34 @@ async fn data_source_texts() {
 #[tokio::test]
 async fn bytes_framing_texts() {
     let service = service();
-    let request = single("identity_bytes", "BYTES", &[1, 2], strings(&["ab"]));
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::InvalidArgument,
-        "[request id: <id_unknown>] expected 2 string elements for inference input 'INPUT0' for \
-         model 'identity_bytes', got 1",
-    );
-
-    let request = single(
-        "identity_bytes",
-        "BYTES",
-        &[1, 2],
-        strings(&["a", "b", "c"]),
-    );
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::InvalidArgument,
-        "[request id: <id_unknown>] unexpected number of string elements 3 for inference input \
-         'INPUT0' for model 'identity_bytes', expecting 2",
-    );
-
-    let mut data = strings(&["a"]).to_vec();
-    data.extend_from_slice(&[1, 0]);
-    let request = single("identity_bytes", "BYTES", &[1, 2], data.into());
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::InvalidArgument,
-        "[request id: <id_unknown>] incomplete string length indicator for inference input \
-         'INPUT0' for model 'identity_bytes', expecting 4 bytes but only 2 bytes available. \
-         Please make sure the string length indicator is in one buffer.",
-    );
+    let bytes = |data: Bytes| single("identity_bytes", "BYTES", &[1, 2], data);
+    let mut truncated = strings(&["a"]).to_vec();
+    truncated.extend_from_slice(&[1, 0]);
+    assert_failures(
+        &service,
+        [
+            (
+                bytes(strings(&["ab"])),
+                Code::InvalidArgument,
+                "[request id: <id_unknown>] expected 2 string elements for inference input \
+                 'INPUT0' for model 'identity_bytes', got 1",
+            ),
+            (
+                bytes(strings(&["a", "b", "c"])),
+                Code::InvalidArgument,
+                "[request id: <id_unknown>] unexpected number of string elements 3 for inference \
+                 input 'INPUT0' for model 'identity_bytes', expecting 2",
+            ),
+            (
+                bytes(truncated.into()),
+                Code::InvalidArgument,
+                "[request id: <id_unknown>] incomplete string length indicator for inference \
+                 input 'INPUT0' for model 'identity_bytes', expecting 4 bytes but only 2 bytes \
+                 available. Please make sure the string length indicator is in one buffer.",
+            ),
+        ],
+    )
+    .await;
 
     let request = single("string_single", "BYTES", &[1], strings(&["hello"]));
     let response = infer(&service, request).await;
@@ -542,34 +548,7 @@ async fn parameter_texts() {
 #[tokio::test]
 async fn output_texts() {
     let service = service();
-    let mut request = add_sub("", &[1.0], &[1.0]);
-    request.outputs = vec![output("OUTPUT7", None)];
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::InvalidArgument,
-        "unexpected inference output 'OUTPUT7' for model 'add_sub'",
-    );
-
-    let mut request = add_sub("", &[1.0], &[1.0]);
-    request.outputs = vec![output("OUTPUT0", Some(0))];
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::InvalidArgument,
-        "invalid value for 'classification' parameter, expected >= 0",
-    );
-
-    let mut request = single("identity_bytes", "BYTES", &[1, 1], strings(&["a"]));
-    request.outputs = vec![output("OUTPUT0", Some(1))];
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::InvalidArgument,
-        "class result not available for output due to unsupported type 'BYTES'",
-    );
-
-    let request = ModelInferRequest {
+    let decoupled = ModelInferRequest {
         model_name: "repeat_decoupled".into(),
         ..single(
             "repeat_decoupled",
@@ -578,12 +557,35 @@ async fn output_texts() {
             Bytes::from_static(&[2, 0, 0, 0]),
         )
     };
-    let status = infer_error(&service, request).await;
-    assert_status(
-        &status,
-        Code::Unimplemented,
-        "ModelInfer RPC doesn't support models with decoupled transaction policy",
-    );
+    assert_failures(
+        &service,
+        [
+            (
+                add_sub_with(|r| r.outputs = vec![output("OUTPUT7", None)]),
+                Code::InvalidArgument,
+                "unexpected inference output 'OUTPUT7' for model 'add_sub'",
+            ),
+            (
+                add_sub_with(|r| r.outputs = vec![output("OUTPUT0", Some(0))]),
+                Code::InvalidArgument,
+                "invalid value for 'classification' parameter, expected >= 0",
+            ),
+            (
+                edited(
+                    single("identity_bytes", "BYTES", &[1, 1], strings(&["a"])),
+                    |r| r.outputs = vec![output("OUTPUT0", Some(1))],
+                ),
+                Code::InvalidArgument,
+                "class result not available for output due to unsupported type 'BYTES'",
+            ),
+            (
+                decoupled,
+                Code::Unimplemented,
+                "ModelInfer RPC doesn't support models with decoupled transaction policy",
+            ),
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]

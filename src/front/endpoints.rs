@@ -76,17 +76,13 @@ impl Gateway {
                 let r = client
                     .model_metadata(up.request(req_pb::model_metadata(&m.name, &m.version)))
                     .await;
-                json(render::model_metadata_json(
-                    &r.map_err(status)?.into_inner(),
-                ))
+                rendered(r, render::model_metadata_json)
             }
             Route::ModelConfig(m) => {
                 let r = client
                     .model_config(up.request(req_pb::model_config(&m.name, &m.version)))
                     .await;
-                json(model_config::model_config_response_json(
-                    &r.map_err(status)?.into_inner(),
-                ))
+                rendered(r, model_config::model_config_response_json)
             }
             Route::ModelStats(m) => {
                 let (name, version) = m
@@ -95,17 +91,12 @@ impl Gateway {
                 let r = client
                     .model_statistics(up.request(req_pb::model_statistics(name, version)))
                     .await;
-                json(render::model_statistics_json(
-                    &r.map_err(status)?.into_inner(),
-                ))
+                rendered(r, render::model_statistics_json)
             }
             Route::RepositoryIndex => {
                 let request = req_pb::repository_index(body)?;
-                let r = client
-                    .repository_index(up.request(request))
-                    .await
-                    .map_err(status)?;
-                json(render::repository_index_json(&r.into_inner()))
+                let r = client.repository_index(up.request(request)).await;
+                rendered(r, render::repository_index_json)
             }
             Route::RepositoryLoad { model, repository } => {
                 no_repository_name(repository)?;
@@ -133,30 +124,25 @@ impl Gateway {
                 let region = region.as_deref().unwrap_or("");
                 match action {
                     ShmAction::Status => {
+                        let request = req_pb::system_shm_status(region);
                         let r = client
-                            .system_shared_memory_status(
-                                up.request(req_pb::system_shm_status(region)),
-                            )
+                            .system_shared_memory_status(up.request(request))
                             .await;
-                        json(render::system_shm_status_json(
-                            &r.map_err(status)?.into_inner(),
-                        ))
+                        rendered(r, render::system_shm_status_json)
                     }
                     ShmAction::Register => {
                         let request = req_pb::system_shm_register(region, body)?;
-                        client
+                        let r = client
                             .system_shared_memory_register(up.request(request))
-                            .await
-                            .map_err(status)?;
-                        Ok(HttpResponse::empty(200, "application/json"))
+                            .await;
+                        done(r)
                     }
                     ShmAction::Unregister => {
                         let request = req_pb::system_shm_unregister(region);
-                        client
+                        let r = client
                             .system_shared_memory_unregister(up.request(request))
-                            .await
-                            .map_err(status)?;
-                        Ok(HttpResponse::empty(200, "application/json"))
+                            .await;
+                        done(r)
                     }
                 }
             }
@@ -164,28 +150,23 @@ impl Gateway {
                 let region = region.as_deref().unwrap_or("");
                 match action {
                     ShmAction::Status => {
-                        let r = client
-                            .cuda_shared_memory_status(up.request(req_pb::cuda_shm_status(region)))
-                            .await;
-                        json(render::cuda_shm_status_json(
-                            &r.map_err(status)?.into_inner(),
-                        ))
+                        let request = req_pb::cuda_shm_status(region);
+                        let r = client.cuda_shared_memory_status(up.request(request)).await;
+                        rendered(r, render::cuda_shm_status_json)
                     }
                     ShmAction::Register => {
                         let request = req_pb::cuda_shm_register(region, body)?;
-                        client
+                        let r = client
                             .cuda_shared_memory_register(up.request(request))
-                            .await
-                            .map_err(status)?;
-                        Ok(HttpResponse::empty(200, "application/json"))
+                            .await;
+                        done(r)
                     }
                     ShmAction::Unregister => {
                         let request = req_pb::cuda_shm_unregister(region);
-                        client
+                        let r = client
                             .cuda_shared_memory_unregister(up.request(request))
-                            .await
-                            .map_err(status)?;
-                        Ok(HttpResponse::empty(200, "application/json"))
+                            .await;
+                        done(r)
                     }
                 }
             }
@@ -196,11 +177,8 @@ impl Gateway {
                 } else {
                     req_pb::trace_setting_get(model)
                 };
-                let r = client
-                    .trace_setting(up.request(request))
-                    .await
-                    .map_err(status)?;
-                json(render::trace_settings_json(&r.into_inner()))
+                let r = client.trace_setting(up.request(request)).await;
+                rendered(r, render::trace_settings_json)
             }
             Route::Logging => {
                 let (request, error) = if req.method == Method::POST {
@@ -232,6 +210,22 @@ impl Gateway {
             Route::Infer(m) => self.infer(m, req).await,
         }
     }
+}
+
+/// The JSON answer `render` makes of a successful RPC's response.
+fn rendered<T>(
+    response: std::result::Result<tonic::Response<T>, tonic::Status>,
+    render: fn(&T) -> Vec<u8>,
+) -> Result<HttpResponse> {
+    Ok(HttpResponse::json(render(
+        &response.map_err(status)?.into_inner(),
+    )))
+}
+
+/// The empty `application/json` 200 of a successful RPC whose answer has no body.
+fn done<T>(response: std::result::Result<T, tonic::Status>) -> Result<HttpResponse> {
+    response.map_err(status)?;
+    Ok(HttpResponse::empty(200, "application/json"))
 }
 
 /// Our own server metadata: the extensions the upstream reports that the

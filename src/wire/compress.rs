@@ -602,50 +602,18 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
 
-    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/compress");
-
-    /// `\xHH` and `\\` escapes of the fixture files.
-    fn unescape(text: &str) -> Vec<u8> {
-        let bytes = text.as_bytes();
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < bytes.len() {
-            match &bytes[i..] {
-                [b'\\', b'x', h, l, ..] => {
-                    let hex = std::str::from_utf8(&[*h, *l]).unwrap().to_owned();
-                    out.push(u8::from_str_radix(&hex, 16).expect("bad \\x escape"));
-                    i += 4;
-                }
-                [b'\\', b'\\', ..] => {
-                    out.push(b'\\');
-                    i += 2;
-                }
-                [b'\\', ..] => panic!("unknown escape in {text:?}"),
-                [b, ..] => {
-                    out.push(*b);
-                    i += 1;
-                }
-                [] => unreachable!(),
-            }
-        }
-        out
-    }
+    use crate::wire::fixtures::{records, unescape, Escapes, Split};
 
     /// `(line number, header value or None for <absent>, expected)` per case.
     fn cases(file: &str) -> Vec<(usize, Option<Vec<u8>>, String)> {
-        let path = format!("{FIXTURES}/{file}");
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let mut cases = Vec::new();
-        for (n, line) in text.lines().enumerate() {
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let (value, expected) = line
-                .rsplit_once(" => ")
-                .unwrap_or_else(|| panic!("{file}:{}: no ` => `", n + 1));
-            let value = (value != "<absent>").then(|| unescape(value));
-            cases.push((n + 1, value, expected.to_owned()));
-        }
+        let cases: Vec<_> = records(&format!("compress/{file}"), Split::Last)
+            .into_iter()
+            .map(|(line, value, expected)| {
+                let value =
+                    (value != "<absent>").then(|| unescape(&value, Escapes::HexAndBackslash));
+                (line, value, expected)
+            })
+            .collect();
         assert!(cases.len() > 10, "{file}: too few cases");
         cases
     }

@@ -311,12 +311,7 @@ impl Parser<'_> {
             // Parse one value at `pos` (whitespace already skipped), or open a container.
             let mut v = match self.peek() {
                 b'[' => {
-                    self.pos += 1;
-                    if frames.len() >= max_depth {
-                        return Err(ParseError::TooDeep { limit: max_depth });
-                    }
-                    self.skip_ws();
-                    if self.consume(b']') {
+                    if self.open(frames.len(), max_depth, b']')? {
                         Value::Array(Vec::new())
                     } else {
                         frames.push(Frame::Array(Vec::new()));
@@ -324,12 +319,7 @@ impl Parser<'_> {
                     }
                 }
                 b'{' => {
-                    self.pos += 1;
-                    if frames.len() >= max_depth {
-                        return Err(ParseError::TooDeep { limit: max_depth });
-                    }
-                    self.skip_ws();
-                    if self.consume(b'}') {
+                    if self.open(frames.len(), max_depth, b'}')? {
                         Value::Object(Vec::new())
                     } else {
                         let key = self.member_name()?;
@@ -359,43 +349,58 @@ impl Parser<'_> {
                     }
                     Some(Frame::Array(items)) => {
                         items.push(v);
-                        self.skip_ws();
-                        match self.peek() {
-                            b',' => {
-                                self.pos += 1;
-                                self.skip_ws();
-                                continue 'value;
-                            }
-                            b']' => {
-                                self.pos += 1;
-                                let items = std::mem::take(items);
-                                frames.pop();
-                                v = Value::Array(items);
-                            }
-                            _ => return self.err(ARRAY_MISS_COMMA_OR_SQUARE),
+                        if self.after_member(b']', ARRAY_MISS_COMMA_OR_SQUARE)? {
+                            continue 'value;
                         }
+                        let items = std::mem::take(items);
+                        frames.pop();
+                        v = Value::Array(items);
                     }
                     Some(Frame::Object { members, key }) => {
                         members.push((std::mem::take(key), v));
-                        self.skip_ws();
-                        match self.peek() {
-                            b',' => {
-                                self.pos += 1;
-                                self.skip_ws();
-                                *key = self.member_name()?;
-                                continue 'value;
-                            }
-                            b'}' => {
-                                self.pos += 1;
-                                let members = std::mem::take(members);
-                                frames.pop();
-                                v = Value::Object(members);
-                            }
-                            _ => return self.err(OBJECT_MISS_COMMA_OR_CURLY),
+                        if self.after_member(b'}', OBJECT_MISS_COMMA_OR_CURLY)? {
+                            *key = self.member_name()?;
+                            continue 'value;
                         }
+                        let members = std::mem::take(members);
+                        frames.pop();
+                        v = Value::Object(members);
                     }
                 }
             }
+        }
+    }
+
+    /// Past the `[` or `{` at `pos`, `depth` containers deep: the depth
+    /// limit, `ws`, then `true` if `close` follows at once (an empty
+    /// container; ParseArray's / ParseObject's prologue).
+    #[inline]
+    fn open(&mut self, depth: usize, max_depth: usize, close: u8) -> Result<bool, ParseError> {
+        self.pos += 1;
+        if depth >= max_depth {
+            return Err(ParseError::TooDeep { limit: max_depth });
+        }
+        self.skip_ws();
+        Ok(self.consume(close))
+    }
+
+    /// `ws` then `,` `ws` (another member follows: `true`) or `close` (the
+    /// container ends: `false`); anything else is the `missing` error
+    /// (ParseArray's / ParseObject's per-member epilogue).
+    #[inline]
+    fn after_member(&mut self, close: u8, missing: &'static str) -> Result<bool, ParseError> {
+        self.skip_ws();
+        match self.peek() {
+            b',' => {
+                self.pos += 1;
+                self.skip_ws();
+                Ok(true)
+            }
+            c if c == close => {
+                self.pos += 1;
+                Ok(false)
+            }
+            _ => self.err(missing),
         }
     }
 
@@ -788,47 +793,7 @@ static POW10: [f64; 309] = [
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/json/");
-
-    fn fixture(name: &str) -> String {
-        let path = format!("{FIXTURES}{name}");
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
-
-    /// Fixture input syntax: `\xNN` is the byte NN, every other byte stands for itself.
-    fn unescape(s: &str) -> Vec<u8> {
-        let b = s.as_bytes();
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < b.len() {
-            if b[i] == b'\\' && b.get(i + 1) == Some(&b'x') && i + 4 <= b.len() {
-                if let Ok(v) = u8::from_str_radix(&s[i + 2..i + 4], 16) {
-                    out.push(v);
-                    i += 4;
-                    continue;
-                }
-            }
-            out.push(b[i]);
-            i += 1;
-        }
-        out
-    }
-
-    /// Fixture records: `(line number, input, expected)` of `<input> => <expected>` lines,
-    /// skipping blank lines and `#` comments.
-    fn records(text: &str) -> Vec<(usize, Vec<u8>, String)> {
-        text.lines()
-            .enumerate()
-            .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
-            .map(|(n, l)| {
-                let (input, expected) = l
-                    .split_once(" => ")
-                    .unwrap_or_else(|| panic!("line {}: no ' => '", n + 1));
-                (n + 1, unescape(input), expected.to_string())
-            })
-            .collect()
-    }
+    use crate::wire::fixtures::{records, unescape, xorshift, Escapes, Split};
 
     /// Reads the expected-DOM notation of parse_ok.txt (see its header).
     struct Expect<'a> {
@@ -941,8 +906,7 @@ mod tests {
 
     #[test]
     fn parse_ok_fixtures() {
-        let text = fixture("parse_ok.txt");
-        let recs = records(&text);
+        let recs = records("json/parse_ok.txt", Split::First);
         assert!(recs.len() > 50);
         for (line, input, expected) in recs {
             let mut e = Expect {
@@ -951,7 +915,7 @@ mod tests {
             };
             let want = e.value();
             assert_eq!(e.i, expected.len(), "line {line}: trailing expectation");
-            match parse(&input, MAX_DEPTH) {
+            match parse(&unescape(&input, Escapes::Hex), MAX_DEPTH) {
                 Ok(got) => assert!(same(&got, &want), "line {line}: got {got:?}, want {want:?}"),
                 Err(err) => panic!("line {line}: unexpected error {err}"),
             }
@@ -960,11 +924,10 @@ mod tests {
 
     #[test]
     fn parse_err_fixtures() {
-        let text = fixture("parse_err.txt");
-        let recs = records(&text);
+        let recs = records("json/parse_err.txt", Split::First);
         assert!(recs.len() > 50);
         for (line, input, expected) in recs {
-            match parse(&input, MAX_DEPTH) {
+            match parse(&unescape(&input, Escapes::Hex), MAX_DEPTH) {
                 Ok(v) => panic!("line {line}: parsed as {v:?}, want {expected}"),
                 Err(err) => assert_eq!(err.to_string(), expected, "line {line}"),
             }
@@ -1061,14 +1024,6 @@ mod tests {
             e.to_string(),
             "failed to parse the request JSON buffer: The document is empty. at 0"
         );
-    }
-
-    /// Cheap deterministic generator for the no-panic sweep.
-    fn xorshift(state: &mut u64) -> u64 {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        *state
     }
 
     #[test]

@@ -99,48 +99,46 @@ pub fn write_str(out: &mut Vec<u8>, s: &[u8]) {
     out.push(b'"');
 }
 
+/// `[item,item,…]`, no spaces (rapidjson's `Writer`), each item written by `write`.
+pub fn write_array<T>(
+    out: &mut Vec<u8>,
+    items: impl IntoIterator<Item = T>,
+    write: impl FnMut(&mut Vec<u8>, T),
+) {
+    write_separated(out, b'[', b']', items, write);
+}
+
+/// `{member,member,…}`, no spaces (rapidjson's `Writer`), each whole member
+/// (`"key":value`) written by `write`.
+pub fn write_object<T>(
+    out: &mut Vec<u8>,
+    members: impl IntoIterator<Item = T>,
+    write: impl FnMut(&mut Vec<u8>, T),
+) {
+    write_separated(out, b'{', b'}', members, write);
+}
+
+fn write_separated<T>(
+    out: &mut Vec<u8>,
+    open: u8,
+    close: u8,
+    items: impl IntoIterator<Item = T>,
+    mut write: impl FnMut(&mut Vec<u8>, T),
+) {
+    out.push(open);
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write(out, item);
+    }
+    out.push(close);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/json/");
-
-    fn fixture(name: &str) -> String {
-        let path = format!("{FIXTURES}{name}");
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
-
-    /// Fixture syntax: `\xNN` is the byte NN, every other byte stands for itself.
-    fn unescape(s: &str) -> Vec<u8> {
-        let b = s.as_bytes();
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < b.len() {
-            if b[i] == b'\\' && b.get(i + 1) == Some(&b'x') && i + 4 <= b.len() {
-                if let Ok(v) = u8::from_str_radix(&s[i + 2..i + 4], 16) {
-                    out.push(v);
-                    i += 4;
-                    continue;
-                }
-            }
-            out.push(b[i]);
-            i += 1;
-        }
-        out
-    }
-
-    fn records(text: &str) -> Vec<(usize, String, String)> {
-        text.lines()
-            .enumerate()
-            .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
-            .map(|(n, l)| {
-                let (a, b) = l
-                    .split_once(" => ")
-                    .unwrap_or_else(|| panic!("line {}: no ' => '", n + 1));
-                (n + 1, a.to_string(), b.to_string())
-            })
-            .collect()
-    }
+    use crate::wire::fixtures::{records, unescape, xorshift, Escapes, Split};
 
     fn f64_text(v: f64) -> String {
         let mut out = Vec::new();
@@ -150,8 +148,7 @@ mod tests {
 
     #[test]
     fn numbers_fixture() {
-        let text = fixture("numbers.txt");
-        let recs = records(&text);
+        let recs = records("json/numbers.txt", Split::First);
         assert!(recs.len() > 30);
         for (line, input, expected) in recs {
             let mut out = Vec::new();
@@ -174,13 +171,12 @@ mod tests {
 
     #[test]
     fn strings_fixture() {
-        let text = fixture("strings.txt");
-        let recs = records(&text);
+        let recs = records("json/strings.txt", Split::First);
         assert!(recs.len() > 10);
         for (line, input, expected) in recs {
             let mut out = Vec::new();
-            write_str(&mut out, &unescape(&input));
-            assert_eq!(out, unescape(&expected), "line {line}");
+            write_str(&mut out, &unescape(&input, Escapes::Hex));
+            assert_eq!(out, unescape(&expected, Escapes::Hex), "line {line}");
         }
     }
 
@@ -209,11 +205,18 @@ mod tests {
         assert_eq!(out, br#"[4.0,-2.0,"a\"b"]"#);
     }
 
-    fn xorshift(state: &mut u64) -> u64 {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        *state
+    #[test]
+    fn containers() {
+        let mut out = Vec::new();
+        write_array(&mut out, [1u64, 2, 3], write_u64);
+        write_array(&mut out, Vec::<u64>::new(), write_u64);
+        write_object(&mut out, [("a", 1i64), ("b", -2)], |out, (k, v)| {
+            write_str(out, k.as_bytes());
+            out.push(b':');
+            write_i64(out, v);
+        });
+        write_object(&mut out, [(); 0], |_, ()| {});
+        assert_eq!(out, br#"[1,2,3][]{"a":1,"b":-2}{}"#);
     }
 
     /// Every finite double's text parses back (Rust's correct parser) to the same bits,

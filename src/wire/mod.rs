@@ -4,6 +4,8 @@
 //! `compress` the HTTP content codings.
 
 pub mod compress;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod json;
 pub mod json_write;
 pub mod tensor;

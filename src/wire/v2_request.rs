@@ -404,9 +404,11 @@ fn custom_param(key: &str, value: &Value) -> Result<Param> {
         Value::Int(n) => Param::Int64(*n),
         Value::Uint(n) => Param::Double(*n as f64),
         Value::Double(d) => Param::Double(*d),
-        _ => return Err(Error::invalid(format!(
+        _ => {
+            return Err(Error::invalid(format!(
             "parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'."
-        ))),
+        )))
+        }
     })
 }
 

@@ -19,7 +19,7 @@ use crate::proto::inference::{
     RepositoryIndexResponse, ServerMetadataResponse, StatisticDuration,
     SystemSharedMemoryStatusResponse, TraceSettingResponse,
 };
-use crate::wire::json_write::{write_i64, write_str, write_u64};
+use crate::wire::json_write::{write_array, write_i64, write_str, write_u64};
 
 /// A compact JSON object under construction: `{"k":v,...}`.
 struct Obj<'a> {
@@ -66,24 +66,8 @@ impl<'a> Obj<'a> {
     }
 }
 
-/// `[item,...]`, each item written by `write`.
-fn array<T>(
-    out: &mut Vec<u8>,
-    items: impl IntoIterator<Item = T>,
-    mut write: impl FnMut(&mut Vec<u8>, T),
-) {
-    out.push(b'[');
-    for (i, item) in items.into_iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write(out, item);
-    }
-    out.push(b']');
-}
-
 fn string_array(out: &mut Vec<u8>, items: &[String]) {
-    array(out, items, |out, s| write_str(out, s.as_bytes()));
+    write_array(out, items, |out, s| write_str(out, s.as_bytes()));
 }
 
 /// Map entries in `std::map` (byte-wise) key order.
@@ -113,7 +97,7 @@ fn tensor_metadata(out: &mut Vec<u8>, tensor: &TensorMetadata) {
     let mut obj = Obj::new(out);
     obj.str("name", &tensor.name);
     obj.str("datatype", &tensor.datatype);
-    array(obj.key("shape"), &tensor.shape, |out, d| write_i64(out, *d));
+    write_array(obj.key("shape"), &tensor.shape, |out, d| write_i64(out, *d));
     obj.end();
 }
 
@@ -127,8 +111,8 @@ pub fn model_metadata_json(metadata: &ModelMetadataResponse) -> Vec<u8> {
     obj.str("name", &metadata.name);
     string_array(obj.key("versions"), &metadata.versions);
     obj.str("platform", &metadata.platform);
-    array(obj.key("inputs"), &metadata.inputs, tensor_metadata);
-    array(obj.key("outputs"), &metadata.outputs, tensor_metadata);
+    write_array(obj.key("inputs"), &metadata.inputs, tensor_metadata);
+    write_array(obj.key("outputs"), &metadata.outputs, tensor_metadata);
     obj.end();
     out
 }
@@ -195,8 +179,8 @@ fn model_stats(out: &mut Vec<u8>, s: &ModelStatistics) {
         }
         responses.end();
     }
-    array(obj.key("batch_stats"), &s.batch_stats, batch_stats);
-    array(obj.key("memory_usage"), &s.memory_usage, |out, m| {
+    write_array(obj.key("batch_stats"), &s.batch_stats, batch_stats);
+    write_array(obj.key("memory_usage"), &s.memory_usage, |out, m| {
         let mut usage = Obj::new(out);
         usage.str("type", &m.r#type);
         usage.i64("id", m.id);
@@ -219,7 +203,7 @@ fn model_stats(out: &mut Vec<u8>, s: &ModelStatistics) {
 pub fn model_statistics_json(stats: &ModelStatisticsResponse) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + 900 * stats.model_stats.len());
     let mut obj = Obj::new(&mut out);
-    array(obj.key("model_stats"), &stats.model_stats, model_stats);
+    write_array(obj.key("model_stats"), &stats.model_stats, model_stats);
     obj.end();
     out
 }
@@ -234,7 +218,7 @@ pub fn model_statistics_json(stats: &ModelStatisticsResponse) -> Vec<u8> {
 /// that JSON had).
 pub fn repository_index_json(index: &RepositoryIndexResponse) -> Vec<u8> {
     let mut out = Vec::with_capacity(2 + 64 * index.models.len());
-    array(&mut out, &index.models, |out, m| {
+    write_array(&mut out, &index.models, |out, m| {
         let mut obj = Obj::new(out);
         obj.str("name", &m.name);
         for (key, value) in [
@@ -254,49 +238,55 @@ pub fn repository_index_json(index: &RepositoryIndexResponse) -> Vec<u8> {
 // ---------------------------------------------------------------------------
 // Shared memory status (rows 11, 14)
 
-/// `GET /v2/systemsharedmemory[/region/{r}]/status`:
-/// `[{"name","key","offset","byte_size"},…]`, sorted by region name (Triton
-/// walks its `std::map` of regions). An unknown region is the upstream's
-/// NOT_FOUND (`Unable to find system shared memory region: '<r>'`).
-pub fn system_shm_status_json(status: &SystemSharedMemoryStatusResponse) -> Vec<u8> {
-    let mut out = Vec::with_capacity(2 + 80 * status.regions.len());
-    array(&mut out, sorted(&status.regions), |out, (name, region)| {
+/// `[{"name",…},…]` of shared-memory regions, sorted by region name (Triton
+/// walks its `std::map` of regions): `name` is the region's own, or its map
+/// key when that is empty, and `fields` writes the rest of each object.
+fn shm_status_json<R>(
+    regions: &HashMap<String, R>,
+    bytes_per_region: usize,
+    region_name: impl Fn(&R) -> &str,
+    fields: impl Fn(&mut Obj<'_>, &R),
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + bytes_per_region * regions.len());
+    write_array(&mut out, sorted(regions), |out, (name, region)| {
         let mut obj = Obj::new(out);
-        obj.str(
-            "name",
-            if region.name.is_empty() {
-                name
-            } else {
-                &region.name
-            },
-        );
-        obj.str("key", &region.key);
-        obj.u64("offset", region.offset);
-        obj.u64("byte_size", region.byte_size);
+        let own = region_name(region);
+        obj.str("name", if own.is_empty() { name } else { own });
+        fields(&mut obj, region);
         obj.end();
     });
     out
 }
 
+/// `GET /v2/systemsharedmemory[/region/{r}]/status`:
+/// `[{"name","key","offset","byte_size"},…]`, sorted by region name. An
+/// unknown region is the upstream's NOT_FOUND (`Unable to find system shared
+/// memory region: '<r>'`).
+pub fn system_shm_status_json(status: &SystemSharedMemoryStatusResponse) -> Vec<u8> {
+    shm_status_json(
+        &status.regions,
+        80,
+        |r| &r.name,
+        |obj, r| {
+            obj.str("key", &r.key);
+            obj.u64("offset", r.offset);
+            obj.u64("byte_size", r.byte_size);
+        },
+    )
+}
+
 /// `GET /v2/cudasharedmemory[/region/{r}]/status`:
 /// `[{"name","device_id","byte_size"},…]`, sorted by region name.
 pub fn cuda_shm_status_json(status: &CudaSharedMemoryStatusResponse) -> Vec<u8> {
-    let mut out = Vec::with_capacity(2 + 64 * status.regions.len());
-    array(&mut out, sorted(&status.regions), |out, (name, region)| {
-        let mut obj = Obj::new(out);
-        obj.str(
-            "name",
-            if region.name.is_empty() {
-                name
-            } else {
-                &region.name
-            },
-        );
-        obj.u64("device_id", region.device_id);
-        obj.u64("byte_size", region.byte_size);
-        obj.end();
-    });
-    out
+    shm_status_json(
+        &status.regions,
+        64,
+        |r| &r.name,
+        |obj, r| {
+            obj.u64("device_id", r.device_id);
+            obj.u64("byte_size", r.byte_size);
+        },
+    )
 }
 
 // ---------------------------------------------------------------------------

@@ -49,7 +49,9 @@ use prost_reflect::{
 
 use crate::proto::inference::{ModelConfig, ModelConfigResponse};
 use crate::wire::json;
-use crate::wire::json_write::{write_f64, write_i64, write_str, write_u64};
+use crate::wire::json_write::{
+    write_array, write_f64, write_i64, write_object, write_str, write_u64,
+};
 
 /// Paths (field names from `ModelConfig`, list elements and map values
 /// transparent) of the 64-bit fields Triton's core rewrites as JSON numbers
@@ -182,27 +184,15 @@ fn write_field(
             };
             let mut sorted: Vec<(&MapKey, &Value)> = entries.iter().collect();
             sorted.sort_by(|a, b| a.0.cmp(b.0));
-            out.push(b'{');
-            for (i, (key, v)) in sorted.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
+            write_object(out, sorted, |out, (key, v)| {
                 write_map_key(out, key);
                 out.push(b':');
                 write_value(out, v, &value_kind, &path);
-            }
-            out.push(b'}');
+            });
         }
         Value::List(items) => {
             let kind = field.kind();
-            out.push(b'[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(out, v, &kind, &path);
-            }
-            out.push(b']');
+            write_array(out, items, |out, v| write_value(out, v, &kind, &path));
         }
         v => write_value(out, v, &field.kind(), &path),
     }
@@ -397,28 +387,12 @@ mod tests {
             J::Int(n) => write_i64(out, *n),
             J::Double(d) => write_f64(out, *d),
             J::String(s) => write_str(out, s),
-            J::Array(items) => {
-                out.push(b'[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    write_json(out, item);
-                }
-                out.push(b']');
-            }
-            J::Object(members) => {
-                out.push(b'{');
-                for (i, (k, item)) in members.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    write_str(out, k);
-                    out.push(b':');
-                    write_json(out, item);
-                }
-                out.push(b'}');
-            }
+            J::Array(items) => write_array(out, items, write_json),
+            J::Object(members) => write_object(out, members, |out, (k, item)| {
+                write_str(out, k);
+                out.push(b':');
+                write_json(out, item);
+            }),
         }
     }
 
