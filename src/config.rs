@@ -76,6 +76,10 @@ pub struct Http {
     /// Like Triton's `--http-header-forward-pattern`: matching request
     /// headers become string parameters of the inference request.
     pub header_forward_pattern: Option<String>,
+    /// Health answers with the Open Inference Protocol's JSON bodies
+    /// (`{"live":true}`, `{"ready":true}`) instead of Triton's empty ones:
+    /// KServe's `InferenceRESTClient.is_server_live` needs them.
+    pub oip_health_bodies: bool,
 }
 
 impl Default for Server {

@@ -26,6 +26,23 @@ async fn health_and_server_metadata() {
 }
 
 #[tokio::test]
+async fn health_bodies_for_kserve_clients_when_asked() {
+    let h = Harness::start_with(|c| c.http.oip_health_bodies = true).await;
+    assert_answer(
+        &h.get("/v2/health/live").await,
+        200,
+        "application/json",
+        r#"{"live":true}"#,
+    );
+    assert_answer(
+        &h.get("/v2/health/ready").await,
+        200,
+        "application/json",
+        r#"{"ready":true}"#,
+    );
+}
+
+#[tokio::test]
 async fn model_metadata_ready_and_config() {
     let h = Harness::start().await;
     let r = h.get("/v2/models/identity_fp32").await;

@@ -42,14 +42,14 @@ impl Gateway {
                     .server_live(up.request(pb::ServerLiveRequest {}))
                     .await
                     .map_err(status)?;
-                Ok(health(r.into_inner().live))
+                Ok(self.health("live", r.into_inner().live))
             }
             Route::HealthReady => {
                 let r = client
                     .server_ready(up.request(pb::ServerReadyRequest {}))
                     .await
                     .map_err(status)?;
-                Ok(health(r.into_inner().ready))
+                Ok(self.health("ready", r.into_inner().ready))
             }
             Route::ModelReady(m) => {
                 let r = client
@@ -228,6 +228,19 @@ fn done<T>(response: std::result::Result<T, tonic::Status>) -> Result<HttpRespon
     Ok(HttpResponse::empty(200, "application/json"))
 }
 
+impl Gateway {
+    /// Health answers: 200 or 400, empty, `text/plain` (facts §1 rows 1–2);
+    /// with `http.oip_health_bodies`, `{"<key>":bool}` as JSON (OIP).
+    fn health(&self, key: &str, ok: bool) -> HttpResponse {
+        let status = if ok { 200 } else { 400 };
+        if !self.config.http.oip_health_bodies {
+            return HttpResponse::empty(status, "text/plain");
+        }
+        let body = format!("{{\"{key}\":{ok}}}");
+        HttpResponse::new(status, "application/json", vec![body.into()])
+    }
+}
+
 /// Our own server metadata: the extensions the upstream reports that the
 /// gateway also implements, plus the HTTP-only ones.
 fn gateway_metadata(upstream_extensions: &[String]) -> pb::ServerMetadataResponse {
@@ -252,9 +265,4 @@ fn no_repository_name(repository: &Option<String>) -> Result<()> {
         )),
         None => Ok(()),
     }
-}
-
-/// Health answers: 200 or 400, empty, `text/plain` (facts §1 rows 1–2).
-fn health(ok: bool) -> HttpResponse {
-    HttpResponse::empty(if ok { 200 } else { 400 }, "text/plain")
 }
