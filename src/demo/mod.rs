@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 
 use crate::proto::health::health_server::HealthServer;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
@@ -88,9 +88,13 @@ async fn bind(
     let server = tonic::transport::Server::builder()
         .add_service(inference)
         .add_service(HealthServer::new(HealthService))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
-            let _ = stop.await;
-        });
+        .serve_with_incoming_shutdown(
+            // TCP_NODELAY: without it large messages stall on delayed ACKs.
+            TcpIncoming::from(listener).with_nodelay(Some(true)),
+            async {
+                let _ = stop.await;
+            },
+        );
     let serve = async move {
         if let Err(error) = server.await {
             tracing::error!(%error, "demo upstream stopped");
