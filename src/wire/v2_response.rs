@@ -42,7 +42,16 @@ impl Encoded {
 
 /// Renders `response`; `request` decides each output's kind (facts §2.4).
 pub fn encode(response: &InferResponse, request: &InferRequest) -> Result<Encoded> {
-    let mut out = Vec::with_capacity(256);
+    // JSON text of a number takes up to ~6 bytes per tensor byte (an FP32
+    // widened to double prints up to 24 characters): size the header once
+    // instead of growing (and copying) a multi-megabyte buffer repeatedly.
+    let json_bytes: usize = response
+        .outputs
+        .iter()
+        .filter(|o| request.output_kind(&o.name) == OutputKind::Json)
+        .map(|o| o.data.len().saturating_mul(6))
+        .sum();
+    let mut out = Vec::with_capacity(256 + json_bytes);
     let mut tails = Vec::new();
     out.push(b'{');
     if !response.id.is_empty() {
