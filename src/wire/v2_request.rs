@@ -314,7 +314,9 @@ impl Decoder<'_> {
     }
 
     fn json_data(&self, input: &Value, name: &str, datatype: &str, shape: &[i64]) -> Result<Bytes> {
-        let count = element_count(shape).ok_or_else(|| overflow_error(name, shape))?;
+        // decode_shape already refused negative dims and overflowing counts.
+        let count = element_count(shape)
+            .ok_or_else(|| Error::internal(format!("unchecked shape for input '{name}'")))?;
         if count == 0 {
             return Ok(Bytes::new());
         }
@@ -446,13 +448,6 @@ fn decode_shape(input: &Value, name: &str) -> Result<Vec<i64>> {
         )));
     }
     Ok(shape)
-}
-
-fn overflow_error(name: &str, shape: &[i64]) -> Error {
-    Error::invalid(format!(
-        "invalid shape for input '{name}': shape {shape:?} causes total element count to exceed maximum size of {}",
-        i64::MAX
-    ))
 }
 
 /// Shared-memory parameters (facts §2.6); offset and size default to 0.
