@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 
 use crate::model::ModelInfo;
 
-type Key = (String, String);
+type Entry = (Instant, Arc<ModelInfo>);
 
-/// A small TTL cache keyed by (model, version).
+/// A small TTL cache: model → version → signature. Nested maps so a lookup
+/// on the request path borrows the names instead of allocating a key.
 pub struct ModelCache {
     ttl: Duration,
-    entries: Mutex<HashMap<Key, (Instant, Arc<ModelInfo>)>>,
+    entries: Mutex<HashMap<String, HashMap<String, Entry>>>,
 }
 
 impl ModelCache {
@@ -28,21 +29,21 @@ impl ModelCache {
 
     pub fn get(&self, model: &str, version: &str) -> Option<Arc<ModelInfo>> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let (at, info) = entries.get(&(model.to_string(), version.to_string()))?;
+        let (at, info) = entries.get(model)?.get(version)?;
         (at.elapsed() < self.ttl).then(|| info.clone())
     }
 
     pub fn put(&self, model: &str, version: &str, info: Arc<ModelInfo>) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.insert(
-            (model.to_string(), version.to_string()),
-            (Instant::now(), info),
-        );
+        entries
+            .entry(model.to_string())
+            .or_default()
+            .insert(version.to_string(), (Instant::now(), info));
     }
 
     /// Drops every version of `model` (after load/unload).
     pub fn invalidate(&self, model: &str) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.retain(|(m, _), _| m != model);
+        entries.remove(model);
     }
 }

@@ -6,7 +6,9 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::model::{element_count, DataType, InferRequest, InferResponse, OutputKind, Param};
-use crate::wire::json_write::{write_f64, write_i64, write_str, write_u64};
+use crate::wire::json_write::{
+    write_array, write_f64, write_i64, write_object, write_str, write_u64,
+};
 use crate::wire::tensor::write_json_data;
 
 /// The encoded answer: `header` followed by `tails` is the body.
@@ -76,14 +78,8 @@ pub fn encode(response: &InferResponse, request: &InferRequest) -> Result<Encode
         write_str(&mut out, output.name.as_bytes());
         out.extend_from_slice(b",\"datatype\":");
         write_str(&mut out, output.datatype.as_bytes());
-        out.extend_from_slice(b",\"shape\":[");
-        for (j, dim) in output.shape.iter().enumerate() {
-            if j > 0 {
-                out.push(b',');
-            }
-            write_i64(&mut out, *dim);
-        }
-        out.push(b']');
+        out.extend_from_slice(b",\"shape\":");
+        write_array(&mut out, &output.shape, |out, dim| write_i64(out, *dim));
         match request.output_kind(&output.name) {
             OutputKind::SharedMemory => {}
             OutputKind::Binary => {
@@ -126,11 +122,7 @@ fn write_output_data(out: &mut Vec<u8>, output: &crate::model::OutputTensor) -> 
 
 /// Response parameters: bool, integer, string or double (facts §3.6).
 pub fn write_parameters(out: &mut Vec<u8>, params: &[(String, Param)]) {
-    out.push(b'{');
-    for (i, (key, value)) in params.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
+    write_object(out, params, |out, (key, value)| {
         write_str(out, key.as_bytes());
         out.push(b':');
         match value {
@@ -140,6 +132,5 @@ pub fn write_parameters(out: &mut Vec<u8>, params: &[(String, Param)]) {
             Param::Double(d) => write_f64(out, *d),
             Param::String(s) => write_str(out, s.as_bytes()),
         }
-    }
-    out.push(b'}');
+    });
 }
