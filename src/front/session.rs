@@ -72,6 +72,7 @@ impl ProxyHttp for GatewayService {
         let body = match self.read_body(session).await {
             Ok(body) => body,
             Err(BodyError::Refused(error)) => {
+                linger(session).await;
                 return self
                     .answer(session, HttpResponse::error(&error), true)
                     .await;
@@ -168,6 +169,27 @@ impl GatewayService {
         }
         Ok(true)
     }
+}
+
+/// Bytes of a refused body read and discarded before the connection closes:
+/// closing a socket with unread input makes the kernel send a reset that
+/// can destroy our error answer before the client reads it (nginx's
+/// "lingering close"). Bounded so a refused upload cannot hold us long.
+const LINGER_BYTES: usize = 1 << 20;
+const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Reads and drops what the client already sent of a refused body.
+async fn linger(session: &mut Session) {
+    let drain = async {
+        let mut seen = 0usize;
+        while let Ok(Some(chunk)) = session.read_request_body().await {
+            seen += chunk.len();
+            if seen > LINGER_BYTES {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER_TIME, drain).await;
 }
 
 fn too_large(size: u64, limit: usize) -> Error {
