@@ -29,6 +29,27 @@ pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 3_000;
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 60_000;
 /// Model signatures rarely change; load/unload through us invalidates anyway.
 pub const DEFAULT_MODEL_INFO_TTL_MS: u64 = 5_000;
+/// Re-resolving names this often follows a Kubernetes headless service
+/// closely (pods appear within seconds) at negligible DNS cost.
+pub const DEFAULT_DISCOVERY_INTERVAL_MS: u64 = 5_000;
+/// Model placement changes only on load/unload (which we refresh at once)
+/// or on repository polling, which Triton does at most every few seconds.
+pub const DEFAULT_MODEL_REFRESH_MS: u64 = 5_000;
+/// Three attempts reach a healthy backend even when two are freshly dead.
+pub const DEFAULT_MAX_ATTEMPTS: usize = 3;
+/// A `ServerReady` every second notices a dead backend within ~2 s.
+pub const DEFAULT_HEALTH_INTERVAL_MS: u64 = 1_000;
+/// A ready server answers `ServerReady` in well under a millisecond.
+pub const DEFAULT_HEALTH_TIMEOUT_MS: u64 = 1_000;
+/// One good check brings a backend back: recovery should be quick.
+pub const DEFAULT_HEALTHY_THRESHOLD: usize = 1;
+/// Two failed checks in a row mark it down: one lost packet is not enough.
+pub const DEFAULT_UNHEALTHY_THRESHOLD: usize = 2;
+/// Consecutive transport failures of real requests that eject a backend
+/// before the active check notices.
+pub const DEFAULT_EJECT_AFTER_FAILURES: usize = 3;
+/// How long a passively ejected backend is skipped before it is tried again.
+pub const DEFAULT_EJECT_MS: u64 = 5_000;
 /// Kubernetes sends SIGKILL 30 s after SIGTERM; finish well before.
 pub const DEFAULT_GRACE_PERIOD_SECONDS: u64 = 10;
 /// One worker thread per core of the small machines gateways run on.
@@ -41,6 +62,7 @@ pub struct Config {
     pub upstream: Upstream,
     pub limits: Limits,
     pub http: Http,
+    pub grpc: Grpc,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -54,11 +76,57 @@ pub struct Server {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Upstream {
-    pub address: String,
+    /// The group's backends, `HOST:PORT` each. Names are re-resolved every
+    /// `discovery_interval_ms`; every address a name resolves to is a
+    /// backend (a Kubernetes headless service gives one per pod).
+    pub addresses: Vec<String>,
+    pub discovery_interval_ms: u64,
+    pub balance: Balance,
     pub connect_timeout_ms: u64,
+    /// The longest deadline of an upstream call; a request's own `timeout`
+    /// parameter (microseconds) can only shorten it.
     pub request_timeout_ms: u64,
     pub max_message_bytes: usize,
     pub model_info_ttl_ms: u64,
+    pub model_refresh_ms: u64,
+    /// Repository load/unload (and other server-wide changes) go to every
+    /// backend; `false` sends them to one.
+    pub fanout_repository: bool,
+    /// Attempts of a request whose earlier attempts provably never reached
+    /// a backend (connection refused). Sequence requests are never retried.
+    pub max_attempts: usize,
+    pub health: Health,
+}
+
+/// How a backend is chosen for a request without a sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Balance {
+    #[default]
+    RoundRobin,
+    /// The backend with the fewest requests in flight.
+    LeastOutstanding,
+    /// The less loaded of two backends drawn at random.
+    PowerOfTwo,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Health {
+    pub interval_ms: u64,
+    pub timeout_ms: u64,
+    pub healthy_threshold: usize,
+    pub unhealthy_threshold: usize,
+    pub eject_after_failures: usize,
+    pub eject_ms: u64,
+}
+
+/// The gRPC passthrough listener (`inference.GRPCInferenceService`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Grpc {
+    /// `IP:PORT` to accept gRPC clients on (h2c); unset: no gRPC listener.
+    pub listen: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -95,11 +163,30 @@ impl Default for Server {
 impl Default for Upstream {
     fn default() -> Upstream {
         Upstream {
-            address: DEFAULT_UPSTREAM.to_string(),
+            addresses: vec![DEFAULT_UPSTREAM.to_string()],
+            discovery_interval_ms: DEFAULT_DISCOVERY_INTERVAL_MS,
+            balance: Balance::default(),
             connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
             request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             model_info_ttl_ms: DEFAULT_MODEL_INFO_TTL_MS,
+            model_refresh_ms: DEFAULT_MODEL_REFRESH_MS,
+            fanout_repository: true,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            health: Health::default(),
+        }
+    }
+}
+
+impl Default for Health {
+    fn default() -> Health {
+        Health {
+            interval_ms: DEFAULT_HEALTH_INTERVAL_MS,
+            timeout_ms: DEFAULT_HEALTH_TIMEOUT_MS,
+            healthy_threshold: DEFAULT_HEALTHY_THRESHOLD,
+            unhealthy_threshold: DEFAULT_UNHEALTHY_THRESHOLD,
+            eject_after_failures: DEFAULT_EJECT_AFTER_FAILURES,
+            eject_ms: DEFAULT_EJECT_MS,
         }
     }
 }
@@ -127,6 +214,61 @@ impl Upstream {
     pub fn model_info_ttl(&self) -> Duration {
         Duration::from_millis(self.model_info_ttl_ms)
     }
+
+    /// Checks every address is `HOST:PORT` (names resolve later, often).
+    fn validate(&self) -> Result<(), String> {
+        if self.addresses.is_empty() {
+            return Err("upstream.addresses must list at least one HOST:PORT".into());
+        }
+        for address in &self.addresses {
+            match address.rsplit_once(':') {
+                Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
+                _ => {
+                    return Err(format!(
+                        "upstream.addresses: each must be HOST:PORT, got {address:?}"
+                    ))
+                }
+            }
+        }
+        let h = &self.health;
+        let positive = [
+            ("upstream.max_attempts", self.max_attempts as u64),
+            ("upstream.discovery_interval_ms", self.discovery_interval_ms),
+            ("upstream.model_refresh_ms", self.model_refresh_ms),
+            ("upstream.health.interval_ms", h.interval_ms),
+            ("upstream.health.timeout_ms", h.timeout_ms),
+            (
+                "upstream.health.healthy_threshold",
+                h.healthy_threshold as u64,
+            ),
+            (
+                "upstream.health.unhealthy_threshold",
+                h.unhealthy_threshold as u64,
+            ),
+            (
+                "upstream.health.eject_after_failures",
+                h.eject_after_failures as u64,
+            ),
+        ];
+        match positive.iter().find(|(_, v)| *v == 0) {
+            Some((name, _)) => Err(format!("{name} must be greater than 0")),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Health {
+    pub fn interval(&self) -> Duration {
+        Duration::from_millis(self.interval_ms)
+    }
+
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+
+    pub fn eject(&self) -> Duration {
+        Duration::from_millis(self.eject_ms)
+    }
 }
 
 impl Config {
@@ -144,14 +286,11 @@ impl Config {
     /// Checks everything that would otherwise fail after ports are bound.
     pub fn validate(&self) -> Result<(), String> {
         self.listen_addr()?;
-        let upstream = &self.upstream.address;
-        match upstream.rsplit_once(':') {
-            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
-            _ => {
-                return Err(format!(
-                    "upstream.address must be HOST:PORT, got {upstream:?}"
-                ))
-            }
+        self.upstream.validate()?;
+        if let Some(listen) = &self.grpc.listen {
+            listen
+                .parse::<SocketAddr>()
+                .map_err(|_| format!("grpc.listen must be IP:PORT, got {listen:?}"))?;
         }
         let positive = [
             ("server.threads", self.server.threads),
@@ -208,7 +347,11 @@ mod tests {
     fn bad_values_are_refused_before_binding() {
         let bad = [
             "[server]\nlisten = \"nope\"",
-            "[upstream]\naddress = \"no-port\"",
+            "[upstream]\naddresses = [\"no-port\"]",
+            "[upstream]\naddresses = []",
+            "[upstream]\nbalance = \"random\"",
+            "[upstream.health]\nunhealthy_threshold = 0",
+            "[grpc]\nlisten = \"nope\"",
             "[limits]\nmax_input_size = 0",
             "[http]\nheader_forward_pattern = \"(\"",
             "[server]\nunknown = 1",

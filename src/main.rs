@@ -20,9 +20,12 @@ struct Cli {
     /// Address to listen on (IP:PORT).
     #[arg(long, global = true)]
     listen: Option<String>,
-    /// Upstream KServe v2 gRPC server (HOST:PORT).
-    #[arg(long)]
-    upstream: Option<String>,
+    /// Upstream KServe v2 gRPC servers (HOST:PORT, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    upstream: Option<Vec<String>>,
+    /// Address of the gRPC passthrough listener (IP:PORT).
+    #[arg(long, global = true)]
+    grpc_listen: Option<String>,
     /// Max JSON header / JSON input / raw input / decompressed size, bytes.
     #[arg(long, global = true)]
     http_max_input_size: Option<usize>,
@@ -37,7 +40,11 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run with the embedded demo upstream (no other server needed).
-    Demo,
+    Demo {
+        /// How many demo upstreams to start (a small fleet).
+        #[arg(long, default_value_t = 1)]
+        backends: usize,
+    },
 }
 
 fn main() -> ExitCode {
@@ -55,17 +62,23 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if matches!(cli.command, Some(Command::Demo)) {
-        let addr = "127.0.0.1:0".parse().expect("literal address");
-        match tensorgate::demo::DemoUpstream::start_in_background(addr) {
-            Ok(demo) => {
-                config.upstream.address = demo.local_addr().to_string();
-                tracing::info!(upstream = %demo.local_addr(), "embedded demo upstream started");
-                std::mem::forget(demo);
-            }
-            Err(e) => {
-                eprintln!("tensorgate: cannot start the demo upstream: {e}");
-                return ExitCode::from(1);
+    if let Some(Command::Demo { backends }) = cli.command {
+        config.upstream.addresses.clear();
+        for _ in 0..backends.max(1) {
+            let addr = "127.0.0.1:0".parse().expect("literal address");
+            match tensorgate::demo::DemoUpstream::start_in_background(addr) {
+                Ok(demo) => {
+                    config
+                        .upstream
+                        .addresses
+                        .push(demo.local_addr().to_string());
+                    tracing::info!(upstream = %demo.local_addr(), "embedded demo upstream started");
+                    std::mem::forget(demo);
+                }
+                Err(e) => {
+                    eprintln!("tensorgate: cannot start the demo upstream: {e}");
+                    return ExitCode::from(1);
+                }
             }
         }
     }
@@ -88,7 +101,10 @@ fn load(cli: &Cli) -> Result<Config, String> {
         config.server.listen = listen.clone();
     }
     if let Some(upstream) = &cli.upstream {
-        config.upstream.address = upstream.clone();
+        config.upstream.addresses = upstream.clone();
+    }
+    if let Some(listen) = &cli.grpc_listen {
+        config.grpc.listen = Some(listen.clone());
     }
     if let Some(n) = cli.http_max_input_size {
         config.limits.max_input_size = n;

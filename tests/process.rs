@@ -181,5 +181,7 @@ fn an_invalid_config_exits_before_binding() {
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("upstream.address must be HOST:PORT"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("upstream.addresses: each must be HOST:PORT")
+    );
 }

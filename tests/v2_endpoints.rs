@@ -231,12 +231,15 @@ async fn routing_and_methods() {
 
 #[tokio::test]
 async fn an_unreachable_upstream_is_a_clear_503() {
-    let h = Harness::start_with(|c| c.upstream.address = "127.0.0.1:1".into()).await;
-    let r = h.get("/v2/health/ready").await;
-    assert_eq!(r.status, 503);
-    assert!(
-        text(&r).starts_with(r#"{"error":"upstream unavailable: "#),
-        "{}",
-        text(&r)
+    let h = Harness::start_with(|c| c.upstream.addresses = vec!["127.0.0.1:1".into()]).await;
+    // The gateway is live, but not ready: no backend is.
+    assert_eq!(h.get("/v2/health/live").await.status, 200);
+    assert_eq!(h.get("/v2/health/ready").await.status, 400);
+    let r = h.post("/v2/models/add_sub/infer", r#"{"inputs":[]}"#).await;
+    assert_answer(
+        &r,
+        503,
+        "text/plain",
+        r#"{"error":"no upstream backend is ready (1 known, none healthy)"}"#,
     );
 }

@@ -347,7 +347,7 @@ impl<R: std::io::Read> ReadAll for R {
 #[tokio::test]
 async fn parameters_are_typed_and_headers_forwarded() {
     let h = Harness::start_with(|c| c.http.header_forward_pattern = Some("^x-fwd".into())).await;
-    let body = r#"{"parameters":{"sequence_id":7,"sequence_start":true,"priority":1,"timeout":5,"binary_data_output":true,"custom":"v","n":-3,"d":1.5},"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1],"data":[1]},{"name":"INPUT1","datatype":"FP32","shape":[1],"data":[2]}]}"#;
+    let body = r#"{"parameters":{"sequence_id":7,"sequence_start":true,"priority":1,"timeout":5000000,"binary_data_output":true,"custom":"v","n":-3,"d":1.5},"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1],"data":[1]},{"name":"INPUT1","datatype":"FP32","shape":[1],"data":[2]}]}"#;
     let r = h
         .send(http::Method::POST, ADD_SUB, &[("X-Fwd-Trace", "t1")], body)
         .await;
@@ -367,7 +367,7 @@ async fn parameters_are_typed_and_headers_forwarded() {
     assert_eq!(p("sequence_id"), Some(P::Int64Param(7)));
     assert_eq!(p("sequence_start"), Some(P::BoolParam(true)));
     assert_eq!(p("priority"), Some(P::Uint64Param(1)));
-    assert_eq!(p("timeout"), Some(P::Int64Param(5)));
+    assert_eq!(p("timeout"), Some(P::Int64Param(5000000)));
     assert_eq!(p("custom"), Some(P::StringParam("v".into())));
     assert_eq!(p("n"), Some(P::Int64Param(-3)));
     assert_eq!(p("d"), Some(P::DoubleParam(1.5)));

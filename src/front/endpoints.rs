@@ -2,12 +2,15 @@
 //! matching RPC, render Triton's answer.
 
 use crate::error::{Error, Result};
+use crate::front::fanout::Control;
 use crate::front::handler::Gateway;
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::route::{Route, ShmAction};
 use crate::proto::inference as pb;
 use crate::translate::from_grpc::{endpoints as render, model_config};
 use crate::translate::to_grpc::endpoints as req_pb;
+use crate::upstream::call::rpc;
+use crate::upstream::Target;
 use http::Method;
 
 /// Extensions the gateway itself implements on the HTTP side; the answer
@@ -26,123 +29,117 @@ const GATEWAY_EXTENSIONS: [&str; 9] = [
 /// Extensions that exist only on the HTTP side, provided by the gateway.
 const HTTP_ONLY_EXTENSIONS: [&str; 1] = ["binary_tensor_data"];
 
-fn status(s: tonic::Status) -> Error {
-    Error::from_status(&s)
+/// A request about one model: only backends serving it.
+fn model(name: &str) -> Target<'_> {
+    Target {
+        model: Some(name),
+        sequence: None,
+    }
 }
+
+/// A server-wide request: any ready backend.
+const ANY: Target<'static> = Target {
+    model: None,
+    sequence: None,
+};
 
 impl Gateway {
     pub(crate) async fn endpoint(&self, route: &Route, req: &HttpRequest) -> Result<HttpResponse> {
-        let mut client = self.upstream.client().map_err(status)?;
-        let up = &self.upstream;
+        let pool = &self.pool;
         let body = &req.body[..];
         let json = |bytes: Vec<u8>| Ok(HttpResponse::json(bytes));
         match route {
-            Route::HealthLive => {
-                let r = client
-                    .server_live(up.request(pb::ServerLiveRequest {}))
-                    .await
-                    .map_err(status)?;
-                Ok(self.health("live", r.into_inner().live))
-            }
+            // The gateway is live while it runs; ready while a backend is.
+            Route::HealthLive => Ok(self.health("live", true)),
             Route::HealthReady => {
-                let r = client
-                    .server_ready(up.request(pb::ServerReadyRequest {}))
-                    .await
-                    .map_err(status)?;
-                Ok(self.health("ready", r.into_inner().ready))
+                pool.started().await;
+                Ok(self.health("ready", pool.any_usable()))
             }
             Route::ModelReady(m) => {
-                let r = client
-                    .model_ready(up.request(req_pb::model_ready(&m.name, &m.version)))
-                    .await
-                    .map_err(|s| status(s).plain())?;
-                if r.into_inner().ready {
+                let r = rpc!(
+                    pool,
+                    model(&m.name),
+                    model_ready,
+                    req_pb::model_ready(&m.name, &m.version)
+                )
+                .map_err(Error::plain)?;
+                if r.ready {
                     Ok(HttpResponse::empty(200, "text/plain"))
                 } else {
                     Err(Error::invalid("Model version not ready").plain())
                 }
             }
             Route::ServerMetadata => {
-                let r = client
-                    .server_metadata(up.request(pb::ServerMetadataRequest {}))
-                    .await
-                    .map_err(status)?
-                    .into_inner();
+                let r = rpc!(pool, ANY, server_metadata, pb::ServerMetadataRequest {})?;
                 json(render::server_metadata_json(&gateway_metadata(
                     &r.extensions,
                 )))
             }
             Route::ModelMetadata(m) => {
-                let r = client
-                    .model_metadata(up.request(req_pb::model_metadata(&m.name, &m.version)))
-                    .await;
+                let r = rpc!(
+                    pool,
+                    model(&m.name),
+                    model_metadata,
+                    req_pb::model_metadata(&m.name, &m.version)
+                );
                 rendered(r, render::model_metadata_json)
             }
             Route::ModelConfig(m) => {
-                let r = client
-                    .model_config(up.request(req_pb::model_config(&m.name, &m.version)))
-                    .await;
+                let r = rpc!(
+                    pool,
+                    model(&m.name),
+                    model_config,
+                    req_pb::model_config(&m.name, &m.version)
+                );
                 rendered(r, model_config::model_config_response_json)
             }
             Route::ModelStats(m) => {
                 let (name, version) = m
                     .as_ref()
                     .map_or(("", ""), |m| (&m.name[..], &m.version[..]));
-                let r = client
-                    .model_statistics(up.request(req_pb::model_statistics(name, version)))
-                    .await;
+                let target = if name.is_empty() { ANY } else { model(name) };
+                let r = rpc!(
+                    pool,
+                    target,
+                    model_statistics,
+                    req_pb::model_statistics(name, version)
+                );
                 rendered(r, render::model_statistics_json)
             }
             Route::RepositoryIndex => {
-                let request = req_pb::repository_index(body)?;
-                let r = client.repository_index(up.request(request)).await;
+                let r = rpc!(pool, ANY, repository_index, req_pb::repository_index(body)?);
                 rendered(r, render::repository_index_json)
             }
             Route::RepositoryLoad { model, repository } => {
                 no_repository_name(repository)?;
                 let request = req_pb::repository_load(model, body)?;
-                self.models.invalidate(model);
-                client
-                    .repository_model_load(up.request(request))
-                    .await
-                    .map_err(status)?;
-                self.models.invalidate(model);
-                Ok(HttpResponse::empty(200, "application/json"))
+                self.repository_control(model, Control::Load(request)).await
             }
             Route::RepositoryUnload { model, repository } => {
                 no_repository_name(repository)?;
                 let request = req_pb::repository_unload(model, body);
-                self.models.invalidate(model);
-                client
-                    .repository_model_unload(up.request(request))
+                self.repository_control(model, Control::Unload(request))
                     .await
-                    .map_err(status)?;
-                self.models.invalidate(model);
-                Ok(HttpResponse::empty(200, "application/json"))
             }
             Route::SystemShm { region, action } => {
                 let region = region.as_deref().unwrap_or("");
                 match action {
                     ShmAction::Status => {
-                        let request = req_pb::system_shm_status(region);
-                        let r = client
-                            .system_shared_memory_status(up.request(request))
-                            .await;
+                        let r = rpc!(
+                            pool,
+                            ANY,
+                            system_shared_memory_status,
+                            req_pb::system_shm_status(region)
+                        );
                         rendered(r, render::system_shm_status_json)
                     }
                     ShmAction::Register => {
                         let request = req_pb::system_shm_register(region, body)?;
-                        let r = client
-                            .system_shared_memory_register(up.request(request))
-                            .await;
-                        done(r)
+                        done(rpc!(pool, ANY, system_shared_memory_register, request))
                     }
                     ShmAction::Unregister => {
                         let request = req_pb::system_shm_unregister(region);
-                        let r = client
-                            .system_shared_memory_unregister(up.request(request))
-                            .await;
-                        done(r)
+                        done(rpc!(pool, ANY, system_shared_memory_unregister, request))
                     }
                 }
             }
@@ -150,23 +147,21 @@ impl Gateway {
                 let region = region.as_deref().unwrap_or("");
                 match action {
                     ShmAction::Status => {
-                        let request = req_pb::cuda_shm_status(region);
-                        let r = client.cuda_shared_memory_status(up.request(request)).await;
+                        let r = rpc!(
+                            pool,
+                            ANY,
+                            cuda_shared_memory_status,
+                            req_pb::cuda_shm_status(region)
+                        );
                         rendered(r, render::cuda_shm_status_json)
                     }
                     ShmAction::Register => {
                         let request = req_pb::cuda_shm_register(region, body)?;
-                        let r = client
-                            .cuda_shared_memory_register(up.request(request))
-                            .await;
-                        done(r)
+                        done(rpc!(pool, ANY, cuda_shared_memory_register, request))
                     }
                     ShmAction::Unregister => {
                         let request = req_pb::cuda_shm_unregister(region);
-                        let r = client
-                            .cuda_shared_memory_unregister(up.request(request))
-                            .await;
-                        done(r)
+                        done(rpc!(pool, ANY, cuda_shared_memory_unregister, request))
                     }
                 }
             }
@@ -177,8 +172,10 @@ impl Gateway {
                 } else {
                     req_pb::trace_setting_get(model)
                 };
-                let r = client.trace_setting(up.request(request)).await;
-                rendered(r, render::trace_settings_json)
+                rendered(
+                    rpc!(pool, ANY, trace_setting, request),
+                    render::trace_settings_json,
+                )
             }
             Route::Logging => {
                 let (request, error) = if req.method == Method::POST {
@@ -191,19 +188,15 @@ impl Gateway {
                 let applied = if request.settings.is_empty() && error.is_some() {
                     None
                 } else {
-                    Some(
-                        client
-                            .log_settings(up.request(request))
-                            .await
-                            .map_err(status)?,
-                    )
+                    Some(rpc!(pool, ANY, log_settings, request)?)
                 };
                 if let Some(error) = error {
                     return Err(error);
                 }
                 let r = applied.ok_or_else(|| Error::internal("no log settings"))?;
-                json(render::log_settings_json(&r.into_inner()))
+                json(render::log_settings_json(&r))
             }
+            Route::Backends => json(crate::front::admin::backends_json(pool)),
             Route::Generate(_) | Route::GenerateStream(_) => Err(Error::unsupported(
                 "generate and generate_stream are not supported by tensorgate yet",
             )),
@@ -213,18 +206,13 @@ impl Gateway {
 }
 
 /// The JSON answer `render` makes of a successful RPC's response.
-fn rendered<T>(
-    response: std::result::Result<tonic::Response<T>, tonic::Status>,
-    render: fn(&T) -> Vec<u8>,
-) -> Result<HttpResponse> {
-    Ok(HttpResponse::json(render(
-        &response.map_err(status)?.into_inner(),
-    )))
+fn rendered<T>(response: Result<T>, render: fn(&T) -> Vec<u8>) -> Result<HttpResponse> {
+    Ok(HttpResponse::json(render(&response?)))
 }
 
 /// The empty `application/json` 200 of a successful RPC whose answer has no body.
-fn done<T>(response: std::result::Result<T, tonic::Status>) -> Result<HttpResponse> {
-    response.map_err(status)?;
+fn done<T>(response: Result<T>) -> Result<HttpResponse> {
+    response?;
     Ok(HttpResponse::empty(200, "application/json"))
 }
 

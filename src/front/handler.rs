@@ -8,13 +8,15 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::route::Route;
-use crate::upstream::{ModelCache, Upstream, UpstreamSettings};
+use std::sync::Arc;
+
+use crate::upstream::{ModelCache, Pool, UpstreamSettings};
 use crate::wire::v2_request::DecodeLimits;
 
 /// Everything a request needs, shared by all requests.
 pub struct Gateway {
     pub(crate) config: Config,
-    pub(crate) upstream: Upstream,
+    pub(crate) pool: Arc<Pool>,
     pub(crate) models: ModelCache,
     pub(crate) forward_pattern: Option<Regex>,
 }
@@ -28,15 +30,10 @@ impl Gateway {
             Some(p) => Some(Regex::new(&format!("(?i){p}")).map_err(|e| e.to_string())?),
             None => None,
         };
-        let upstream = Upstream::new(UpstreamSettings {
-            address: config.upstream.address.clone(),
-            connect_timeout: config.upstream.connect_timeout(),
-            request_timeout: config.upstream.request_timeout(),
-            max_message_bytes: config.upstream.max_message_bytes,
-        });
+        let pool = Pool::new(UpstreamSettings::from_config(&config.upstream));
         Ok(Gateway {
             models: ModelCache::new(config.upstream.model_info_ttl()),
-            upstream,
+            pool,
             forward_pattern,
             config,
         })
@@ -44,6 +41,11 @@ impl Gateway {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The upstream pool (shared with the gRPC passthrough and tests).
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
     }
 
     pub(crate) fn decode_limits(&self) -> DecodeLimits {

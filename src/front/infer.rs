@@ -12,6 +12,8 @@ use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::route::ModelRef;
 use crate::model::{InferRequest, ModelInfo, Param};
 use crate::translate::{checks, from_grpc, to_grpc};
+use crate::upstream::call::rpc;
+use crate::upstream::Target;
 use crate::wire::{compress, v2_request, v2_response};
 
 impl Gateway {
@@ -48,14 +50,18 @@ impl Gateway {
         Ok(self.infer_response(encoded, req.header("Accept-Encoding")))
     }
 
+    /// `ModelInfer` on a backend serving the model (the sequence's own
+    /// backend for sequence requests), within the request's deadline.
     async fn call_infer(&self, request: &InferRequest) -> Result<crate::model::InferResponse> {
+        let sequence = sequence_key(request);
+        let target = Target {
+            model: Some(&request.model_name),
+            sequence: sequence.as_deref(),
+        };
+        let deadline = requested_timeout(request);
         let message = to_grpc::model_infer(request);
-        let mut client = self.upstream.client().map_err(|s| Error::from_status(&s))?;
-        let response = client
-            .model_infer(self.upstream.request(message))
-            .await
-            .map_err(|s| Error::from_status(&s))?;
-        Ok(from_grpc::model_infer(response.into_inner(), &request.id))
+        let response = rpc!(self.pool, target, deadline, model_infer, message)?;
+        Ok(from_grpc::model_infer(response, &request.id))
     }
 
     /// Request `Content-Encoding` (facts §4.1): gzip/deflate inflated with
@@ -119,28 +125,56 @@ impl Gateway {
         if let Some(info) = self.models.get(&model.name, &model.version) {
             return Ok(Some(info));
         }
-        let mut client = self.upstream.client().map_err(|s| Error::from_status(&s))?;
+        let target = Target {
+            model: Some(&model.name),
+            sequence: None,
+        };
         let request = crate::proto::inference::ModelConfigRequest {
             name: model.name.clone(),
             version: model.version.clone(),
         };
-        let info = match client.model_config(self.upstream.request(request)).await {
-            Ok(r) => from_grpc::model_info_from_config(r.into_inner().config.unwrap_or_default()),
-            Err(s) if s.code() == tonic::Code::Unimplemented => {
+        let info = match rpc!(self.pool, target, model_config, request) {
+            Ok(r) => from_grpc::model_info_from_config(r.config.unwrap_or_default()),
+            Err(e) if e.kind == Kind::Unsupported => {
                 let request = crate::proto::inference::ModelMetadataRequest {
                     name: model.name.clone(),
                     version: model.version.clone(),
                 };
-                match client.model_metadata(self.upstream.request(request)).await {
-                    Ok(r) => from_grpc::model_info_from_metadata(r.into_inner()),
-                    Err(s) if s.code() == tonic::Code::Unimplemented => return Ok(None),
-                    Err(s) => return Err(Error::from_status(&s)),
+                match rpc!(self.pool, target, model_metadata, request) {
+                    Ok(r) => from_grpc::model_info_from_metadata(r),
+                    Err(e) if e.kind == Kind::Unsupported => return Ok(None),
+                    Err(e) => return Err(e),
                 }
             }
-            Err(s) => return Err(Error::from_status(&s)),
+            Err(e) => return Err(e),
         };
         let info = Arc::new(info);
         self.models.put(&model.name, &model.version, info.clone());
         Ok(Some(info))
+    }
+}
+
+/// The sticky key of a sequence request: its non-zero `sequence_id`.
+fn sequence_key(request: &InferRequest) -> Option<Vec<u8>> {
+    let (_, id) = request
+        .parameters
+        .iter()
+        .find(|(k, _)| k == "sequence_id")?;
+    match id {
+        Param::Uint64(0) | Param::Int64(0) => None,
+        Param::Uint64(n) => Some(n.to_string().into_bytes()),
+        Param::Int64(n) => Some(n.to_string().into_bytes()),
+        Param::String(s) if !s.is_empty() => Some(s.clone().into_bytes()),
+        _ => None,
+    }
+}
+
+/// The request's `timeout` parameter (microseconds, Triton's unit), if any.
+fn requested_timeout(request: &InferRequest) -> Option<std::time::Duration> {
+    let (_, value) = request.parameters.iter().find(|(k, _)| k == "timeout")?;
+    match value {
+        Param::Uint64(us) if *us > 0 => Some(std::time::Duration::from_micros(*us)),
+        Param::Int64(us) if *us > 0 => Some(std::time::Duration::from_micros(*us as u64)),
+        _ => None,
     }
 }

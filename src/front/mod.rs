@@ -1,7 +1,10 @@
-//! The HTTP front: `route` classifies, `handler` (+ `infer`, `endpoints`)
-//! answers, `session` is the pingora glue, `server` wires the service.
+//! The HTTP front: `route` classifies, `handler` (+ `infer`, `endpoints`,
+//! `fanout`, `admin`) answers, `session` is the pingora glue, `server`
+//! wires the service.
 
+pub mod admin;
 pub mod endpoints;
+pub mod fanout;
 pub mod handler;
 pub mod http;
 pub mod infer;

@@ -53,6 +53,8 @@ pub enum Route {
         region: Option<String>,
         action: ShmAction,
     },
+    /// tensorgate's own extension: the backends of the upstream group.
+    Backends,
 }
 
 impl Route {
@@ -65,6 +67,7 @@ impl Route {
             "/v2/health/live" => return Some(Route::HealthLive),
             "/v2/health/ready" => return Some(Route::HealthReady),
             "/v2/trace/setting" => return Some(Route::TraceSetting(None)),
+            "/v2/tensorgate/backends" => return Some(Route::Backends),
             _ => {}
         }
         let rest = path.strip_prefix("/v2/")?;
@@ -95,7 +98,8 @@ impl Route {
             | Route::ModelMetadata(_)
             | Route::ModelReady(_)
             | Route::ModelConfig(_)
-            | Route::ModelStats(_) => get,
+            | Route::ModelStats(_)
+            | Route::Backends => get,
             Route::TraceSetting(_) | Route::Logging => get || post,
             Route::SystemShm { action, .. } | Route::CudaShm { action, .. } => match action {
                 ShmAction::Status => get,

@@ -32,6 +32,6 @@ pub fn run(gateway: Gateway) -> ! {
     }
     http.add_tcp(&config.server.listen);
     server.add_service(http);
-    tracing::info!(listen = %config.server.listen, upstream = %config.upstream.address, "tensorgate listening");
+    tracing::info!(listen = %config.server.listen, upstream = ?config.upstream.addresses, "tensorgate listening");
     server.run_forever()
 }

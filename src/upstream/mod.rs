@@ -1,71 +1,77 @@
-//! The upstream side: one lazily created tonic channel to a KServe v2 gRPC
-//! server, and a cache of model information. Knows nothing of HTTP or JSON.
+//! The upstream side: a pool of KServe v2 gRPC backends (one upstream
+//! group), per-request balancing, health, model placement, sticky
+//! sequences, deadlines and safe retries. Knows nothing of HTTP or JSON.
+//!
+//! - `backend.rs`: one backend (channels, counters, what we know of it);
+//! - `discovery.rs`: addresses and DNS names to backends;
+//! - `pool.rs`: membership and the choice of a backend per request;
+//! - `select.rs`: least outstanding and power of two choices;
+//! - `health.rs`: active `ServerReady` checks, model refresh, the loop;
+//! - `call.rs`: one call with deadline, passive ejection and retries;
+//! - `model_info.rs`: the cache of model signatures.
 
+pub mod backend;
+pub mod call;
+pub mod discovery;
+pub mod health;
 pub mod model_info;
+pub mod pool;
+pub mod select;
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
+use crate::config::{self, Balance};
 use crate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
 
+pub use backend::{Backend, Lease, Models};
 pub use model_info::ModelCache;
+pub use pool::{Pool, Target};
 
 pub type Client = GrpcInferenceServiceClient<Channel>;
 
-/// Settings of the upstream connection (from `config::Upstream`).
+/// Settings of the upstream group (from `config::Upstream`).
 #[derive(Debug, Clone)]
 pub struct UpstreamSettings {
-    pub address: String,
+    pub addresses: Vec<String>,
+    pub balance: Balance,
+    pub discovery_interval: Duration,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
     pub max_message_bytes: usize,
+    pub model_refresh: Duration,
+    pub max_attempts: usize,
+    pub health_interval: Duration,
+    pub health_timeout: Duration,
+    pub healthy_threshold: usize,
+    pub unhealthy_threshold: usize,
+    pub eject_after_failures: usize,
+    pub eject: Duration,
 }
 
-/// One upstream server. The channel is created on first use, inside the
-/// runtime that serves requests (a tonic channel lives on the runtime that
-/// created it, and `connect_lazy` outside a runtime panics).
-pub struct Upstream {
-    settings: UpstreamSettings,
-    channel: OnceLock<Channel>,
-}
-
-impl Upstream {
-    pub fn new(settings: UpstreamSettings) -> Upstream {
-        Upstream {
-            settings,
-            channel: OnceLock::new(),
+impl UpstreamSettings {
+    pub fn from_config(c: &config::Upstream) -> UpstreamSettings {
+        UpstreamSettings {
+            addresses: c.addresses.clone(),
+            balance: c.balance,
+            discovery_interval: Duration::from_millis(c.discovery_interval_ms),
+            connect_timeout: c.connect_timeout(),
+            request_timeout: c.request_timeout(),
+            max_message_bytes: c.max_message_bytes,
+            model_refresh: Duration::from_millis(c.model_refresh_ms),
+            max_attempts: c.max_attempts,
+            health_interval: c.health.interval(),
+            health_timeout: c.health.timeout(),
+            healthy_threshold: c.health.healthy_threshold,
+            unhealthy_threshold: c.health.unhealthy_threshold,
+            eject_after_failures: c.health.eject_after_failures,
+            eject: c.health.eject(),
         }
     }
 
-    pub fn settings(&self) -> &UpstreamSettings {
-        &self.settings
-    }
-
-    /// A client sharing the one channel (cheap to clone; HTTP/2 multiplexed).
-    pub fn client(&self) -> Result<Client, tonic::Status> {
-        let channel = match self.channel.get() {
-            Some(channel) => channel.clone(),
-            None => {
-                let uri = format!("http://{}", self.settings.address);
-                let endpoint = Endpoint::from_shared(uri)
-                    .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?
-                    .connect_timeout(self.settings.connect_timeout)
-                    .tcp_nodelay(true)
-                    .http2_adaptive_window(true);
-                self.channel.get_or_init(|| endpoint.connect_lazy()).clone()
-            }
-        };
-        Ok(GrpcInferenceServiceClient::new(channel)
-            .max_decoding_message_size(self.settings.max_message_bytes)
-            .max_encoding_message_size(self.settings.max_message_bytes))
-    }
-
-    /// Wraps a message with the request deadline.
-    pub fn request<T>(&self, message: T) -> tonic::Request<T> {
-        let mut request = tonic::Request::new(message);
-        request.set_timeout(self.settings.request_timeout);
-        request
+    #[cfg(test)]
+    pub fn for_tests() -> UpstreamSettings {
+        UpstreamSettings::from_config(&config::Upstream::default())
     }
 }

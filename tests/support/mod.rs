@@ -30,7 +30,7 @@ impl Harness {
             .await
             .expect("demo upstream starts");
         let mut config = Config::default();
-        config.upstream.address = demo.local_addr().to_string();
+        config.upstream.addresses = vec![demo.local_addr().to_string()];
         tweak(&mut config);
         let gateway = Gateway::new(config).expect("valid config");
         Harness { demo, gateway }

@@ -1,0 +1,52 @@
+//! `GET /v2/tensorgate/backends`: what the gateway knows of its upstream
+//! group, for operators: each backend's address, health, in-flight count,
+//! requests served and the models it serves.
+
+use crate::upstream::{Models, Pool};
+use crate::wire::json_write::{write_str, write_u64};
+
+/// `{"backends":[{"address":..,"usable":..,"seen_ready":..,"healthy":..,
+/// "ejected":..,"draining":..,"inflight":..,"served":..,"models":[..]|null}]}`
+/// (`models` is null when the backend has no repository index).
+pub fn backends_json(pool: &Pool) -> Vec<u8> {
+    let mut out = b"{\"backends\":[".to_vec();
+    for (i, b) in pool.backends().iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"address\":");
+        write_str(&mut out, b.addr.to_string().as_bytes());
+        for (key, value) in [
+            ("usable", b.usable()),
+            ("seen_ready", b.seen_ready()),
+            ("healthy", b.healthy()),
+            ("ejected", b.ejected()),
+            ("draining", b.draining()),
+        ] {
+            out.extend_from_slice(format!(",\"{key}\":{value}").as_bytes());
+        }
+        out.extend_from_slice(b",\"inflight\":");
+        write_u64(&mut out, b.inflight() as u64);
+        out.extend_from_slice(b",\"served\":");
+        write_u64(&mut out, b.served());
+        out.extend_from_slice(b",\"models\":");
+        match &*b.models() {
+            Models::Unknown => out.extend_from_slice(b"null"),
+            Models::Ready(names) => {
+                let mut names: Vec<&String> = names.iter().collect();
+                names.sort();
+                out.push(b'[');
+                for (j, name) in names.iter().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    write_str(&mut out, name.as_bytes());
+                }
+                out.push(b']');
+            }
+        }
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}");
+    out
+}

@@ -1,0 +1,246 @@
+//! One backend of the pool: its address, its request channel, its health
+//! channel, and what the gateway has learned about it (in-flight count,
+//! readiness, passive ejection, the models it serves). Shared by the pool,
+//! the health checker and every [`Lease`] on it.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::{Duration, Instant};
+
+use tonic::transport::{Channel, Endpoint};
+
+use super::{Client, UpstreamSettings};
+use crate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
+
+/// What the gateway knows of the models a backend serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Models {
+    /// The backend has no repository index (not Triton): it may serve anything.
+    Unknown,
+    /// Names of the models the backend reported `READY`.
+    Ready(HashSet<String>),
+}
+
+impl Models {
+    /// `false` only when the backend is known not to serve `model`.
+    pub fn may_serve(&self, model: &str) -> bool {
+        match self {
+            Models::Unknown => true,
+            Models::Ready(names) => names.contains(model),
+        }
+    }
+
+    /// `true` only when the backend is known to serve `model`.
+    pub fn serves(&self, model: &str) -> bool {
+        matches!(self, Models::Ready(names) if names.contains(model))
+    }
+}
+
+pub struct Backend {
+    pub addr: SocketAddr,
+    settings: Arc<UpstreamSettings>,
+    /// Request traffic: created on first use, on the runtime that serves it.
+    channel: OnceLock<Channel>,
+    /// Health checks and model refreshes: their own connection, so a
+    /// saturated request channel does not fail the checks.
+    health_channel: OnceLock<Channel>,
+    inflight: AtomicUsize,
+    /// Set by the first successful readiness check; until then no traffic.
+    seen_ready: AtomicBool,
+    /// The latest active check's verdict (after the thresholds).
+    healthy: AtomicBool,
+    consecutive_failures: AtomicUsize,
+    /// Milliseconds since `epoch` until which the backend is ejected.
+    ejected_until_ms: AtomicU64,
+    epoch: Instant,
+    /// Removed from discovery: finishes its in-flight requests, gets no new ones.
+    draining: AtomicBool,
+    models: RwLock<Arc<Models>>,
+    /// When the models were last refreshed (ms since `epoch`; MAX: never).
+    models_refreshed_ms: AtomicU64,
+    /// Requests this backend has answered or failed (for the admin view).
+    served: AtomicU64,
+}
+
+impl Backend {
+    pub fn new(addr: SocketAddr, settings: Arc<UpstreamSettings>) -> Backend {
+        Backend {
+            addr,
+            settings,
+            channel: OnceLock::new(),
+            health_channel: OnceLock::new(),
+            inflight: AtomicUsize::new(0),
+            seen_ready: AtomicBool::new(false),
+            healthy: AtomicBool::new(true),
+            consecutive_failures: AtomicUsize::new(0),
+            ejected_until_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
+            draining: AtomicBool::new(false),
+            models: RwLock::new(Arc::new(Models::Unknown)),
+            models_refreshed_ms: AtomicU64::new(u64::MAX),
+            served: AtomicU64::new(0),
+        }
+    }
+
+    /// A client on the request channel (cheap: HTTP/2 multiplexed).
+    pub fn client(&self) -> Client {
+        let channel = self
+            .channel
+            .get_or_init(|| self.endpoint().connect_lazy())
+            .clone();
+        self.wrap(channel)
+    }
+
+    /// A client on the health channel.
+    pub fn health_client(&self) -> Client {
+        let channel = self
+            .health_channel
+            .get_or_init(|| {
+                self.endpoint()
+                    .timeout(self.settings.health_timeout)
+                    .connect_lazy()
+            })
+            .clone();
+        self.wrap(channel)
+    }
+
+    fn endpoint(&self) -> Endpoint {
+        Endpoint::from(
+            http::Uri::try_from(format!("http://{}", self.addr)).expect("socket address is a URI"),
+        )
+        .connect_timeout(self.settings.connect_timeout)
+        .tcp_nodelay(true)
+        .http2_adaptive_window(true)
+    }
+
+    fn wrap(&self, channel: Channel) -> Client {
+        GrpcInferenceServiceClient::new(channel)
+            .max_decoding_message_size(self.settings.max_message_bytes)
+            .max_encoding_message_size(self.settings.max_message_bytes)
+    }
+
+    /// May get new requests: seen ready, healthy, not ejected, not draining.
+    pub fn usable(&self) -> bool {
+        self.seen_ready.load(Relaxed)
+            && self.healthy.load(Relaxed)
+            && !self.draining.load(Relaxed)
+            && !self.ejected()
+    }
+
+    pub fn ejected(&self) -> bool {
+        self.now_ms() < self.ejected_until_ms.load(Relaxed)
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    pub fn inflight(&self) -> usize {
+        self.inflight.load(Relaxed)
+    }
+
+    pub fn served(&self) -> u64 {
+        self.served.load(Relaxed)
+    }
+
+    pub fn seen_ready(&self) -> bool {
+        self.seen_ready.load(Relaxed)
+    }
+
+    pub fn healthy(&self) -> bool {
+        self.healthy.load(Relaxed)
+    }
+
+    pub fn draining(&self) -> bool {
+        self.draining.load(Relaxed)
+    }
+
+    pub fn set_draining(&self) {
+        self.draining.store(true, Relaxed);
+    }
+
+    /// The active check's verdict after its thresholds (pingora starts
+    /// every backend healthy, so this mirrors it from `true`).
+    pub fn set_healthy(&self, healthy: bool) {
+        self.healthy.store(healthy, Relaxed);
+    }
+
+    /// A readiness check passed: the backend may get traffic from now on.
+    pub fn mark_seen_ready(&self) {
+        if !self.seen_ready.swap(true, Relaxed) {
+            tracing::info!(backend = %self.addr, "backend seen ready");
+        }
+    }
+
+    pub fn models(&self) -> Arc<Models> {
+        self.models
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn set_models(&self, models: Models) {
+        *self.models.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(models);
+        self.models_refreshed_ms.store(self.now_ms(), Relaxed);
+    }
+
+    /// The models were never fetched, or not for `every`.
+    pub fn models_due(&self, every: Duration) -> bool {
+        match self.models_refreshed_ms.load(Relaxed) {
+            u64::MAX => true,
+            at => self.now_ms().saturating_sub(at) >= every.as_millis() as u64,
+        }
+    }
+
+    /// A real request failed in transport (refused, reset, timed out):
+    /// after `threshold` in a row the backend is ejected for `eject`.
+    pub fn record_failure(&self, threshold: usize, eject: Duration) {
+        let failures = self.consecutive_failures.fetch_add(1, Relaxed) + 1;
+        if failures >= threshold {
+            let until = self.now_ms() + eject.as_millis() as u64;
+            self.ejected_until_ms.store(until, Relaxed);
+            self.consecutive_failures.store(0, Relaxed);
+            tracing::warn!(backend = %self.addr, failures, "backend ejected after transport failures");
+        }
+    }
+
+    /// A request reached the backend and got an answer (even an error one).
+    pub fn record_success(&self) {
+        if self.consecutive_failures.load(Relaxed) != 0 {
+            self.consecutive_failures.store(0, Relaxed);
+        }
+    }
+}
+
+/// A backend chosen for one request: counts as in flight until dropped.
+pub struct Lease {
+    backend: Arc<Backend>,
+}
+
+impl Lease {
+    pub fn new(backend: Arc<Backend>) -> Lease {
+        backend.inflight.fetch_add(1, Relaxed);
+        Lease { backend }
+    }
+
+    pub fn backend(&self) -> &Arc<Backend> {
+        &self.backend
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.backend.addr
+    }
+
+    pub fn client(&self) -> Client {
+        self.backend.client()
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.backend.inflight.fetch_sub(1, Relaxed);
+        self.backend.served.fetch_add(1, Relaxed);
+    }
+}

@@ -1,0 +1,71 @@
+//! Service discovery for pingora-load-balancing: every configured
+//! `HOST:PORT` is resolved on each pass, and every address it resolves to
+//! is a backend. IP literals resolve to themselves; a Kubernetes headless
+//! service name resolves to one address per ready pod.
+
+use std::collections::{BTreeSet, HashMap};
+
+use async_trait::async_trait;
+use pingora::lb::discovery::ServiceDiscovery;
+use pingora::lb::Backend;
+use pingora_core::{Error as PingoraError, ErrorType, Result as PingoraResult};
+
+pub struct Discovery {
+    addresses: Vec<String>,
+}
+
+impl Discovery {
+    pub fn new(addresses: Vec<String>) -> Discovery {
+        Discovery { addresses }
+    }
+}
+
+#[async_trait]
+impl ServiceDiscovery for Discovery {
+    /// Fails (keeping the previous membership) when any name does not
+    /// resolve: a DNS hiccup must not drain healthy backends.
+    async fn discover(&self) -> PingoraResult<(BTreeSet<Backend>, HashMap<u64, bool>)> {
+        let mut backends = BTreeSet::new();
+        for address in &self.addresses {
+            let resolved = tokio::net::lookup_host(address.as_str())
+                .await
+                .map_err(|e| {
+                    PingoraError::explain(
+                        ErrorType::ConnectError,
+                        format!("cannot resolve upstream {address}: {e}"),
+                    )
+                })?;
+            for addr in resolved {
+                backends.insert(Backend {
+                    addr: pingora::protocols::l4::socket::SocketAddr::Inet(addr),
+                    weight: 1,
+                    ext: Default::default(),
+                });
+            }
+        }
+        Ok((backends, HashMap::new()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn names_resolve_to_every_address_and_literals_to_themselves() {
+        let d = Discovery::new(vec!["127.0.0.1:9001".into(), "localhost:9002".into()]);
+        let (backends, _) = d.discover().await.expect("resolves");
+        let text: Vec<String> = backends.iter().map(|b| b.addr.to_string()).collect();
+        assert!(text.contains(&"127.0.0.1:9001".to_string()), "{text:?}");
+        assert!(text.iter().any(|a| a.ends_with(":9002")), "{text:?}");
+    }
+
+    #[tokio::test]
+    async fn an_unresolvable_name_fails_the_whole_pass() {
+        let d = Discovery::new(vec![
+            "127.0.0.1:9001".into(),
+            "no-such-host.invalid:1".into(),
+        ]);
+        assert!(d.discover().await.is_err());
+    }
+}

@@ -1,0 +1,146 @@
+//! Active health: a gRPC `ServerReady` per backend on its own channel,
+//! through pingora-load-balancing's health registry (thresholds, flips),
+//! plus the model placement refresh (`RepositoryIndex`, ready models).
+//! [`Pool::run`] is the background loop that drives discovery and checks.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use pingora::lb::health_check::HealthCheck;
+use pingora::lb::Backend as LbBackend;
+use pingora_core::{Error as PingoraError, ErrorType, Result as PingoraResult};
+
+use super::backend::{Backend, Models};
+use super::pool::Pool;
+use super::UpstreamSettings;
+use crate::proto::inference as pb;
+
+/// Finds our backend for a pingora backend (set once the pool exists).
+type Lookup = Box<dyn Fn(&SocketAddr) -> Option<Arc<Backend>> + Send + Sync>;
+
+pub struct ReadyCheck {
+    lookup: std::sync::OnceLock<Lookup>,
+    settings: Arc<UpstreamSettings>,
+}
+
+impl ReadyCheck {
+    pub fn new(settings: &Arc<UpstreamSettings>) -> Arc<ReadyCheck> {
+        Arc::new(ReadyCheck {
+            lookup: std::sync::OnceLock::new(),
+            settings: settings.clone(),
+        })
+    }
+
+    pub fn bind(&self, pool: Weak<Pool>) {
+        let _ = self
+            .lookup
+            .set(Box::new(move |addr| pool.upgrade()?.backend(addr)));
+    }
+}
+
+/// pingora wants a `Box<dyn HealthCheck>`; the pool keeps the `Arc`.
+pub struct Shared(pub Arc<ReadyCheck>);
+
+#[async_trait]
+impl HealthCheck for Shared {
+    async fn check(&self, target: &LbBackend) -> PingoraResult<()> {
+        let fail = |why: String| Err(PingoraError::explain(ErrorType::ConnectError, why));
+        let pingora::protocols::l4::socket::SocketAddr::Inet(addr) = target.addr else {
+            return fail("not an inet backend".into());
+        };
+        let Some(backend) = self.0.lookup.get().and_then(|l| l(&addr)) else {
+            return fail(format!("{addr} is not a member"));
+        };
+        match server_ready(&backend, self.0.settings.health_timeout).await {
+            Ok(true) => {}
+            Ok(false) => return fail(format!("{addr} is not ready")),
+            Err(e) => return fail(format!("{addr}: {e}")),
+        }
+        if backend.models_due(self.0.settings.model_refresh) {
+            refresh_models(&backend, self.0.settings.health_timeout).await;
+        }
+        backend.mark_seen_ready();
+        Ok(())
+    }
+
+    async fn health_status_change(&self, target: &LbBackend, healthy: bool) {
+        if let pingora::protocols::l4::socket::SocketAddr::Inet(addr) = target.addr {
+            if let Some(backend) = self.0.lookup.get().and_then(|l| l(&addr)) {
+                tracing::warn!(backend = %addr, healthy, "backend health changed");
+                backend.set_healthy(healthy);
+            }
+        }
+    }
+
+    fn health_threshold(&self, success: bool) -> usize {
+        if success {
+            self.0.settings.healthy_threshold
+        } else {
+            self.0.settings.unhealthy_threshold
+        }
+    }
+}
+
+async fn server_ready(backend: &Backend, timeout: Duration) -> Result<bool, String> {
+    let mut client = backend.health_client();
+    let call = client.server_ready(pb::ServerReadyRequest {});
+    match tokio::time::timeout(timeout, call).await {
+        Ok(Ok(r)) => Ok(r.into_inner().ready),
+        Ok(Err(status)) => Err(status.message().to_string()),
+        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+    }
+}
+
+/// Asks the backend which models are ready. A server without a repository
+/// index (not Triton) is `Unknown`: it may get any model. On other
+/// failures the previous knowledge stays.
+pub async fn refresh_models(backend: &Backend, timeout: Duration) {
+    let mut client = backend.health_client();
+    let request = pb::RepositoryIndexRequest {
+        repository_name: String::new(),
+        ready: true,
+    };
+    match tokio::time::timeout(timeout, client.repository_index(request)).await {
+        Ok(Ok(r)) => {
+            let names: HashSet<String> = r
+                .into_inner()
+                .models
+                .into_iter()
+                .filter(|m| m.state == "READY")
+                .map(|m| m.name)
+                .collect();
+            backend.set_models(Models::Ready(names));
+        }
+        Ok(Err(s)) if s.code() == tonic::Code::Unimplemented => backend.set_models(Models::Unknown),
+        Ok(Err(s)) => {
+            tracing::debug!(backend = %backend.addr, error = %s.message(), "model refresh failed")
+        }
+        Err(_) => tracing::debug!(backend = %backend.addr, "model refresh timed out"),
+    }
+}
+
+impl Pool {
+    /// The background loop: discovery every `discovery_interval`, health
+    /// checks (and due model refreshes) every health interval. The first
+    /// pass runs at once. Ends when the pool is dropped.
+    pub async fn run(pool: Weak<Pool>) {
+        let mut last_discovery: Option<Instant> = None;
+        loop {
+            let Some(pool) = pool.upgrade() else { return };
+            let settings = pool.settings().clone();
+            if last_discovery.is_none_or(|t| t.elapsed() >= settings.discovery_interval) {
+                if let Err(e) = pool.discover().await {
+                    tracing::warn!(error = %e, "discovery failed; keeping the previous backends");
+                }
+                last_discovery = Some(Instant::now());
+            }
+            pool.lb().backends().run_health_check(true).await;
+            pool.pass_done();
+            drop(pool);
+            tokio::time::sleep(settings.health_interval).await;
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! The pool: owns every backend of the upstream group, keeps the membership
+//! in step with discovery, and picks a backend for each request. Balancing
+//! is per request; `select.rs` holds the algorithms.
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+
+use pingora::lb::selection::{BackendIter, BackendSelection, Consistent, RoundRobin};
+use pingora::lb::{Backend as LbBackend, Backends, LoadBalancer};
+
+use super::backend::{Backend, Lease};
+use super::discovery::Discovery;
+use super::health::{self, ReadyCheck};
+use super::select::{self, Candidates};
+use super::UpstreamSettings;
+use crate::config::Balance;
+use crate::error::{Error, Kind, Result};
+
+/// What a request needs from a backend.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Target<'a> {
+    /// The model the request is about (`None`: server-wide).
+    pub model: Option<&'a str>,
+    /// A non-zero `sequence_id`, rendered as bytes: the sticky key.
+    pub sequence: Option<&'a [u8]>,
+}
+
+/// The current membership: backends by address, and the Ketama ring over
+/// all of them (every gateway replica with the same addresses builds the
+/// same ring, so they agree on each sequence's backend without talking).
+struct Members {
+    by_addr: HashMap<SocketAddr, Arc<Backend>>,
+    /// In address order, for the admin view and fan-out.
+    ordered: Vec<Arc<Backend>>,
+    ring: Arc<Consistent>,
+}
+
+pub struct Pool {
+    settings: Arc<UpstreamSettings>,
+    lb: LoadBalancer<RoundRobin>,
+    members: RwLock<Arc<Members>>,
+    picker: select::Picker,
+    /// Completed discovery + health passes (waited on by the first requests
+    /// and by tests).
+    passes: tokio::sync::watch::Sender<u64>,
+    /// The background loop is started by the first call, on the runtime
+    /// that serves requests.
+    started: std::sync::Once,
+    me: std::sync::Weak<Pool>,
+}
+
+impl Pool {
+    /// A pool with no members yet: [`Pool::run`] (or [`Pool::discover`]
+    /// plus checks) fills it. Backends get traffic once seen ready.
+    pub fn new(settings: UpstreamSettings) -> Arc<Pool> {
+        let settings = Arc::new(settings);
+        let discovery = Discovery::new(settings.addresses.clone());
+        let mut backends = Backends::new(Box::new(discovery));
+        let check = ReadyCheck::new(&settings);
+        backends.set_health_check(Box::new(health::Shared(check.clone())));
+        let lb = LoadBalancer::from_backends(backends);
+        let pool = Arc::new_cyclic(|me| Pool {
+            picker: select::Picker::new(settings.balance),
+            settings,
+            lb,
+            members: RwLock::new(Arc::new(Members::build(&BTreeSet::new(), None))),
+            passes: tokio::sync::watch::Sender::new(0),
+            started: std::sync::Once::new(),
+            me: me.clone(),
+        });
+        check.bind(Arc::downgrade(&pool));
+        pool
+    }
+
+    pub fn settings(&self) -> &UpstreamSettings {
+        &self.settings
+    }
+
+    pub(super) fn lb(&self) -> &LoadBalancer<RoundRobin> {
+        &self.lb
+    }
+
+    fn members(&self) -> Arc<Members> {
+        self.members
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Starts the background loop (once) and waits for its first pass, so
+    /// the first requests see the backends' health instead of an empty pool.
+    pub async fn started(&self) {
+        self.started.call_once(|| {
+            tokio::spawn(Pool::run(self.me.clone()));
+        });
+        let wait = self.settings.connect_timeout + self.settings.health_timeout;
+        let _ = tokio::time::timeout(wait, self.passes_reach(1)).await;
+    }
+
+    /// Waits until `n` passes have completed in total.
+    pub async fn passes_reach(&self, n: u64) {
+        let mut passes = self.passes.subscribe();
+        let _ = passes.wait_for(|done| *done >= n).await;
+    }
+
+    /// Passes completed so far.
+    pub fn passes(&self) -> u64 {
+        *self.passes.borrow()
+    }
+
+    pub(super) fn pass_done(&self) {
+        self.passes.send_modify(|n| *n += 1);
+    }
+
+    /// Every backend of the current membership, in address order.
+    pub fn backends(&self) -> Vec<Arc<Backend>> {
+        self.members().ordered.clone()
+    }
+
+    pub fn backend(&self, addr: &SocketAddr) -> Option<Arc<Backend>> {
+        self.members().by_addr.get(addr).cloned()
+    }
+
+    /// Runs discovery once; new addresses become backends (closed until seen
+    /// ready), vanished ones drain. `Err` keeps the previous membership.
+    pub async fn discover(&self) -> Result<(), String> {
+        self.lb.update().await.map_err(|e| e.to_string())?;
+        let current = self.lb.backends().get_backend();
+        let old = self.members();
+        let same = current.len() == old.by_addr.len()
+            && current.iter().all(|b| old.by_addr.contains_key(&inet(b)));
+        if same {
+            return Ok(());
+        }
+        let next = Members::build(&current, Some((&old, &self.settings)));
+        for (addr, backend) in &old.by_addr {
+            if !next.by_addr.contains_key(addr) {
+                tracing::info!(backend = %addr, "backend left discovery; draining");
+                backend.set_draining();
+            }
+        }
+        *self.members.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+        Ok(())
+    }
+
+    /// Picks the backend for one request, skipping `tried` (earlier attempts).
+    pub fn pick(&self, target: &Target, tried: &[SocketAddr]) -> Result<Lease> {
+        let members = self.members();
+        if let Some(key) = target.sequence {
+            return self.pick_sticky(&members, target.model, key);
+        }
+        let accept = |b: &Backend| b.usable() && !tried.contains(&b.addr);
+        let serving =
+            |b: &Backend| accept(b) && target.model.is_none_or(|m| b.models().may_serve(m));
+        let chosen = self
+            .choose(&members, &serving)
+            // Nobody is known to serve the model: any backend answers with
+            // the server's own "unknown model" text.
+            .or_else(|| self.choose(&members, &accept));
+        match chosen {
+            Some(backend) => Ok(Lease::new(backend)),
+            None => Err(no_backend(&members, tried)),
+        }
+    }
+
+    fn choose(&self, members: &Members, accept: &dyn Fn(&Backend) -> bool) -> Option<Arc<Backend>> {
+        match self.settings.balance {
+            Balance::RoundRobin => {
+                let lb_accept = |b: &LbBackend, _health: bool| {
+                    members.by_addr.get(&inet(b)).is_some_and(|b| accept(b))
+                };
+                let chosen = self
+                    .lb
+                    .select_with(b"", members.ordered.len() * 2 + 1, lb_accept)?;
+                members.by_addr.get(&inet(&chosen)).cloned()
+            }
+            _ => self.picker.pick(Candidates::new(&members.ordered, accept)),
+        }
+    }
+
+    /// The sequence's backend: the first on the ring (from the key's hash)
+    /// that may serve the model. Health is deliberately not consulted:
+    /// moving a live sequence would lose its state silently.
+    fn pick_sticky(&self, members: &Members, model: Option<&str>, key: &[u8]) -> Result<Lease> {
+        let mut ring = members.ring.iter(key);
+        for _ in 0..members.ordered.len() * 4 + 1 {
+            let Some(chosen) = ring.next() else { break };
+            let Some(backend) = members.by_addr.get(&inet(chosen)) else {
+                continue;
+            };
+            if !model.is_none_or(|m| backend.models().may_serve(m)) {
+                continue;
+            }
+            if backend.usable() {
+                return Ok(Lease::new(backend.clone()));
+            }
+            return Err(Error::new(
+                Kind::UpstreamUnreachable,
+                format!(
+                    "the backend of sequence {} ({}) is unavailable; the sequence's state is lost there, start the sequence again",
+                    String::from_utf8_lossy(key),
+                    backend.addr
+                ),
+            ));
+        }
+        Err(no_backend(members, &[]))
+    }
+
+    /// Every usable backend (repository control fan-out).
+    pub fn leases_all(&self) -> Vec<Lease> {
+        self.members()
+            .ordered
+            .iter()
+            .filter(|b| b.usable())
+            .map(|b| Lease::new(b.clone()))
+            .collect()
+    }
+
+    /// At least one backend can take requests (the gateway's readiness).
+    pub fn any_usable(&self) -> bool {
+        self.members().ordered.iter().any(|b| b.usable())
+    }
+}
+
+impl Members {
+    /// The membership for `set`, reusing existing backends (their channels
+    /// and counters) from `old`.
+    fn build(
+        set: &BTreeSet<LbBackend>,
+        old: Option<(&Members, &Arc<UpstreamSettings>)>,
+    ) -> Members {
+        let mut by_addr = HashMap::new();
+        let mut ordered = Vec::new();
+        for lb_backend in set {
+            let addr = inet(lb_backend);
+            let backend = match old {
+                Some((old, settings)) => old
+                    .by_addr
+                    .get(&addr)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(Backend::new(addr, settings.clone()))),
+                None => continue,
+            };
+            ordered.push(backend.clone());
+            by_addr.insert(addr, backend);
+        }
+        ordered.sort_by_key(|b| b.addr);
+        Members {
+            by_addr,
+            ordered,
+            ring: Arc::new(Consistent::build(set)),
+        }
+    }
+}
+
+/// The socket address of a pingora backend (discovery only makes `Inet`).
+fn inet(backend: &LbBackend) -> SocketAddr {
+    match backend.addr {
+        pingora::protocols::l4::socket::SocketAddr::Inet(addr) => addr,
+        _ => SocketAddr::from(([0, 0, 0, 0], 0)),
+    }
+}
+
+fn no_backend(members: &Members, tried: &[SocketAddr]) -> Error {
+    let message = if members.ordered.is_empty() {
+        "no upstream backend: discovery found none".to_string()
+    } else if tried.is_empty() {
+        format!(
+            "no upstream backend is ready ({} known, none healthy)",
+            members.ordered.len()
+        )
+    } else {
+        format!(
+            "no upstream backend could be reached ({} tried: {})",
+            tried.len(),
+            tried
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    Error::new(Kind::UpstreamUnreachable, message)
+}

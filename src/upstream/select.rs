@@ -1,0 +1,154 @@
+//! Balancing by load: least outstanding requests and the power of two
+//! choices, over the backends a request may go to. (Round robin and the
+//! sticky ring come from pingora-load-balancing, in `pool.rs`.) Both are
+//! one pass over the membership without allocation: the cost per request
+//! does not grow beyond reading one counter per backend.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use super::backend::Backend;
+use crate::config::Balance;
+
+/// The backends a request may go to: the membership and a filter.
+pub struct Candidates<'a> {
+    all: &'a [Arc<Backend>],
+    accept: &'a dyn Fn(&Backend) -> bool,
+}
+
+impl<'a> Candidates<'a> {
+    pub fn new(all: &'a [Arc<Backend>], accept: &'a dyn Fn(&Backend) -> bool) -> Self {
+        Candidates { all, accept }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &'a Arc<Backend>> + '_ {
+        self.all.iter().filter(|b| (self.accept)(b))
+    }
+}
+
+pub struct Picker {
+    balance: Balance,
+    /// Rotates the starting point, so ties do not always favour the first
+    /// backend, and seeds the random draws.
+    counter: AtomicU64,
+}
+
+impl Picker {
+    pub fn new(balance: Balance) -> Picker {
+        Picker {
+            balance,
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    pub fn pick(&self, candidates: Candidates) -> Option<Arc<Backend>> {
+        let turn = self.counter.fetch_add(1, Relaxed);
+        match self.balance {
+            Balance::PowerOfTwo => power_of_two(&candidates, mix(turn)),
+            _ => least_outstanding(&candidates, turn),
+        }
+    }
+}
+
+/// The fewest in flight; among equals, the first after a rotating start.
+fn least_outstanding(candidates: &Candidates, turn: u64) -> Option<Arc<Backend>> {
+    let n = candidates.all.len().max(1);
+    let start = (turn % n as u64) as usize;
+    candidates
+        .iter()
+        .enumerate()
+        .min_by_key(|(i, b)| (b.inflight(), (i + n - start) % n))
+        .map(|(_, b)| b.clone())
+}
+
+/// Two candidates drawn at random; the one with fewer in flight wins.
+fn power_of_two(candidates: &Candidates, random: u64) -> Option<Arc<Backend>> {
+    let count = candidates.iter().count();
+    if count == 0 {
+        return None;
+    }
+    let first = (random % count as u64) as usize;
+    let second = ((random >> 32) % count as u64) as usize;
+    let a = candidates.iter().nth(first)?;
+    let b = candidates.iter().nth(second)?;
+    Some(if b.inflight() < a.inflight() { b } else { a }.clone())
+}
+
+/// splitmix64: a well-spread pseudo-random number from a counter.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::UpstreamSettings;
+
+    fn backends(n: u16) -> Vec<Arc<Backend>> {
+        let settings = Arc::new(UpstreamSettings::for_tests());
+        (0..n)
+            .map(|i| {
+                let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 1000 + i));
+                Arc::new(Backend::new(addr, settings.clone()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn least_outstanding_prefers_the_idle_backend() {
+        let all = backends(3);
+        let _busy = [
+            crate::upstream::Lease::new(all[0].clone()),
+            crate::upstream::Lease::new(all[1].clone()),
+        ];
+        let accept = |_: &Backend| true;
+        let picker = Picker::new(Balance::LeastOutstanding);
+        for _ in 0..5 {
+            let chosen = picker.pick(Candidates::new(&all, &accept)).unwrap();
+            assert_eq!(chosen.addr, all[2].addr);
+        }
+    }
+
+    #[test]
+    fn least_outstanding_rotates_among_equals() {
+        let all = backends(4);
+        let accept = |_: &Backend| true;
+        let picker = Picker::new(Balance::LeastOutstanding);
+        let mut seen: Vec<_> = (0..4)
+            .map(|_| picker.pick(Candidates::new(&all, &accept)).unwrap().addr)
+            .collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), 4);
+    }
+
+    #[test]
+    fn power_of_two_respects_the_filter_and_spreads() {
+        let all = backends(4);
+        let accept = |b: &Backend| b.addr.port() != 1000;
+        let picker = Picker::new(Balance::PowerOfTwo);
+        let mut counts = [0usize; 4];
+        for _ in 0..4000 {
+            let chosen = picker.pick(Candidates::new(&all, &accept)).unwrap();
+            counts[(chosen.addr.port() - 1000) as usize] += 1;
+        }
+        assert_eq!(counts[0], 0);
+        for c in &counts[1..] {
+            assert!(*c > 800, "uneven spread {counts:?}");
+        }
+    }
+
+    #[test]
+    fn nobody_acceptable_is_none() {
+        let all = backends(2);
+        let accept = |_: &Backend| false;
+        for balance in [Balance::LeastOutstanding, Balance::PowerOfTwo] {
+            assert!(Picker::new(balance)
+                .pick(Candidates::new(&all, &accept))
+                .is_none());
+        }
+    }
+}
