@@ -129,14 +129,14 @@ impl Error {
 
     /// An upstream gRPC status, its message passed through verbatim.
     pub fn from_status(status: &tonic::Status) -> Error {
-        if status.code() == tonic::Code::Unavailable && is_transport_failure(status) {
+        if status.code() == tonic::Code::Cancelled && status.message().contains("Timeout expired") {
+            return Error::new(Kind::UpstreamTimeout, "upstream deadline exceeded");
+        }
+        if is_transport_failure(status) {
             return Error::new(
                 Kind::UpstreamUnreachable,
                 format!("upstream unavailable: {}", status.message()),
             );
-        }
-        if status.code() == tonic::Code::Cancelled && status.message().contains("Timeout expired") {
-            return Error::new(Kind::UpstreamTimeout, "upstream deadline exceeded");
         }
         Error::new(Kind::from_grpc(status.code()), status.message())
     }
@@ -188,7 +188,9 @@ fn is_transport_failure(status: &tonic::Status) -> bool {
         }
         source = err.source();
     }
-    status.metadata().is_empty() && status.message().contains("connect")
+    status.code() == tonic::Code::Unavailable
+        && status.metadata().is_empty()
+        && status.message().contains("connect")
 }
 
 #[cfg(test)]

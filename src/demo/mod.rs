@@ -45,7 +45,7 @@ mod tests;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -69,19 +69,35 @@ pub struct DemoUpstream {
     addr: SocketAddr,
     state: Arc<DemoState>,
     stop: Option<oneshot::Sender<()>>,
-    /// For [`DemoUpstream::start_in_background`]: the server's own thread.
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// For [`DemoUpstream::start_in_background`]: its own runtime, so
+    /// [`DemoUpstream::kill`] can drop every connection at once.
+    runtime: Option<tokio::runtime::Runtime>,
+    /// Fires when the server future has finished (graceful stop done).
+    finished: Option<std::sync::Mutex<std::sync::mpsc::Receiver<()>>>,
 }
 
-/// Binds `addr` and returns the listener with the server future, which
-/// runs until `stop` fires (then drains open calls gracefully).
-async fn bind(
-    addr: SocketAddr,
+/// Binds `addr` synchronously (so callers learn the port at once, inside
+/// or outside a runtime) and returns the listener.
+fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// The server future: serves `listener` until `stop` fires (then drains
+/// open calls gracefully).
+async fn serve(
+    listener: std::net::TcpListener,
     state: Arc<DemoState>,
     stop: oneshot::Receiver<()>,
-) -> std::io::Result<(SocketAddr, impl std::future::Future<Output = ()>)> {
-    let listener = TcpListener::bind(addr).await?;
-    let local_addr = listener.local_addr()?;
+) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(%error, "demo upstream cannot use its listener");
+            return;
+        }
+    };
     let inference = GrpcInferenceServiceServer::new(DemoService { state })
         .max_decoding_message_size(MAX_MESSAGE_SIZE)
         .max_encoding_message_size(MAX_MESSAGE_SIZE);
@@ -95,68 +111,82 @@ async fn bind(
                 let _ = stop.await;
             },
         );
-    let serve = async move {
-        if let Err(error) = server.await {
-            tracing::error!(%error, "demo upstream stopped");
-        }
-    };
-    Ok((local_addr, serve))
+    if let Err(error) = server.await {
+        tracing::error!(%error, "demo upstream stopped");
+    }
 }
 
 impl DemoUpstream {
     /// Binds `addr` (e.g. `127.0.0.1:0`) and serves on the current tokio
     /// runtime (a spawned task). Returns once bound.
     pub async fn start(addr: SocketAddr) -> std::io::Result<DemoUpstream> {
+        let listener = bind(addr)?;
+        let addr = listener.local_addr()?;
         let state = Arc::new(DemoState::new());
         let (stop, stopped) = oneshot::channel();
-        let (addr, serve) = bind(addr, state.clone(), stopped).await?;
-        tokio::spawn(serve);
+        tokio::spawn(serve(listener, state.clone(), stopped));
         tracing::info!(%addr, "demo upstream listening");
         Ok(DemoUpstream {
             addr,
             state,
             stop: Some(stop),
-            thread: None,
+            runtime: None,
+            finished: None,
         })
     }
 
-    /// Starts on its own thread with its own tokio runtime (for callers
-    /// that are not inside one, like `tensorgate demo`). Returns once bound.
+    /// Starts on its own tokio runtime (for callers that are not inside
+    /// one, like `tensorgate demo`, and for tests that kill upstreams).
+    /// Returns once bound.
     pub fn start_in_background(addr: SocketAddr) -> std::io::Result<DemoUpstream> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("demo-upstream")
             .enable_all()
             .build()?;
+        let listener = bind(addr)?;
+        let addr = listener.local_addr()?;
         let state = Arc::new(DemoState::new());
         let (stop, stopped) = oneshot::channel();
-        let (bound_tx, bound_rx) = std::sync::mpsc::channel();
-        let thread_state = state.clone();
-        let thread = std::thread::Builder::new()
-            .name("demo-upstream".to_owned())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    match bind(addr, thread_state, stopped).await {
-                        Ok((addr, serve)) => {
-                            let _ = bound_tx.send(Ok(addr));
-                            serve.await;
-                        }
-                        Err(error) => {
-                            let _ = bound_tx.send(Err(error));
-                        }
-                    }
-                });
-            })?;
-        let addr = bound_rx
-            .recv()
-            .map_err(|_| std::io::Error::other("demo upstream thread ended before binding"))??;
+        let (finished_tx, finished) = std::sync::mpsc::channel();
+        let server_state = state.clone();
+        runtime.spawn(async move {
+            serve(listener, server_state, stopped).await;
+            let _ = finished_tx.send(());
+        });
         tracing::info!(%addr, "demo upstream listening");
         Ok(DemoUpstream {
             addr,
             state,
             stop: Some(stop),
-            thread: Some(thread),
+            runtime: Some(runtime),
+            finished: Some(std::sync::Mutex::new(finished)),
         })
+    }
+
+    /// Like a crashed server: for a background server, every connection
+    /// and call is dropped at once (peers see resets, then refusals).
+    pub fn kill(mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+
+    /// Reports `ServerReady` as `ready` (inference keeps working, as on a
+    /// server that is draining).
+    pub fn set_ready(&self, ready: bool) {
+        self.state.ready.store(ready, Ordering::SeqCst);
+    }
+
+    /// While hung, every call is accepted and never answered (until the
+    /// hang is lifted). Connections stay open.
+    pub fn set_hang(&self, hang: bool) {
+        self.state.hang.send_replace(hang);
+    }
+
+    /// Loads or unloads a model, as repository control would.
+    pub fn set_loaded(&self, model: &str, loaded: bool) {
+        self.state.set_loaded(model, loaded);
     }
 
     /// The address actually bound.
@@ -180,17 +210,12 @@ impl DemoUpstream {
     }
 
     /// Stops serving: no new connections; open calls are drained. For a
-    /// background server, waits (up to a few seconds) for its thread.
+    /// background server, waits (up to a few seconds) for the drain.
     pub fn shutdown(mut self) {
         self.stop_serving();
-        if let Some(thread) = self.thread.take() {
-            let deadline = Instant::now() + SHUTDOWN_WAIT;
-            while !thread.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            if thread.is_finished() {
-                let _ = thread.join();
-            }
+        if let Some(finished) = self.finished.take() {
+            let finished = finished.into_inner().unwrap_or_else(|e| e.into_inner());
+            let _ = finished.recv_timeout(SHUTDOWN_WAIT);
         }
     }
 
@@ -204,5 +229,9 @@ impl DemoUpstream {
 impl Drop for DemoUpstream {
     fn drop(&mut self) {
         self.stop_serving();
+        if let Some(runtime) = self.runtime.take() {
+            // Dropping a runtime may block, which async contexts forbid.
+            runtime.shutdown_background();
+        }
     }
 }

@@ -50,6 +50,10 @@ pub(crate) struct DemoState {
     counters: Vec<Mutex<Counters>>,
     pub infer_count: AtomicU64,
     pub last_request: Mutex<Option<ModelInferRequest>>,
+    /// What `ServerReady` reports (fault tests turn it off).
+    pub ready: AtomicBool,
+    /// While `true`, every call waits (fault tests: a hung server).
+    pub hang: tokio::sync::watch::Sender<bool>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -65,7 +69,21 @@ impl DemoState {
             models,
             infer_count: AtomicU64::new(0),
             last_request: Mutex::new(None),
+            ready: AtomicBool::new(true),
+            hang: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    pub fn set_loaded(&self, name: &str, loaded: bool) {
+        if let Some(index) = self.find(name) {
+            self.loaded[index].store(loaded, Ordering::SeqCst);
+        }
+    }
+
+    /// Returns once the server is not hung.
+    async fn unhung(&self) {
+        let mut hang = self.hang.subscribe();
+        let _ = hang.wait_for(|hung| !*hung).await;
     }
 
     fn find(&self, name: &str) -> Option<usize> {
@@ -416,13 +434,16 @@ impl GrpcInferenceService for DemoService {
         &self,
         _: Request<ServerReadyRequest>,
     ) -> Result<Response<ServerReadyResponse>, Status> {
-        Ok(Response::new(ServerReadyResponse { ready: true }))
+        self.state.unhung().await;
+        let ready = self.state.ready.load(Ordering::SeqCst);
+        Ok(Response::new(ServerReadyResponse { ready }))
     }
 
     async fn model_ready(
         &self,
         request: Request<ModelReadyRequest>,
     ) -> Result<Response<ModelReadyResponse>, Status> {
+        self.state.unhung().await;
         let request = request.into_inner();
         let version = parse_version(&request.version)?;
         let ready = self.state.find(&request.name).is_some_and(|index| {
@@ -458,6 +479,7 @@ impl GrpcInferenceService for DemoService {
         &self,
         request: Request<ModelMetadataRequest>,
     ) -> Result<Response<ModelMetadataResponse>, Status> {
+        self.state.unhung().await;
         let request = request.into_inner();
         let index = self.state.lookup(&request.name, &request.version)?;
         Ok(Response::new(self.model(index).metadata()))
@@ -468,6 +490,7 @@ impl GrpcInferenceService for DemoService {
         request: Request<ModelInferRequest>,
     ) -> Result<Response<ModelInferResponse>, Status> {
         let request = request.into_inner();
+        self.state.unhung().await;
         self.state.record_request(&request);
         let (index, prepared) = self.admit(&request, false)?;
         let outputs = self
@@ -508,6 +531,7 @@ impl GrpcInferenceService for DemoService {
         &self,
         request: Request<ModelConfigRequest>,
     ) -> Result<Response<ModelConfigResponse>, Status> {
+        self.state.unhung().await;
         let request = request.into_inner();
         let index = self.state.lookup(&request.name, &request.version)?;
         Ok(Response::new(ModelConfigResponse {
@@ -550,6 +574,7 @@ impl GrpcInferenceService for DemoService {
         &self,
         request: Request<RepositoryIndexRequest>,
     ) -> Result<Response<RepositoryIndexResponse>, Status> {
+        self.state.unhung().await;
         let ready_only = request.into_inner().ready;
         let state = &self.state;
         let models = (0..state.models.len())

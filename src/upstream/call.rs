@@ -81,11 +81,12 @@ impl Pool {
                 Ok(response.into_inner())
             }
             Ok(Err(status)) => {
-                let error = Error::from_status(&status);
+                let mut error = Error::from_status(&status);
                 if matches!(
                     error.kind,
                     Kind::UpstreamUnreachable | Kind::UpstreamTimeout
                 ) {
+                    error.message = format!("{} (backend {})", error.message, backend.addr);
                     fail();
                 } else {
                     backend.record_success();

@@ -43,16 +43,7 @@ impl Harness {
         headers: &[(&str, &str)],
         body: impl Into<Bytes>,
     ) -> HttpResponse {
-        let request = HttpRequest {
-            method,
-            path: path.to_string(),
-            headers: headers
-                .iter()
-                .map(|(n, v)| (n.to_string(), Bytes::copy_from_slice(v.as_bytes())))
-                .collect(),
-            body: body.into(),
-        };
-        self.gateway.handle(request).await
+        send(&self.gateway, method, path, headers, body.into()).await
     }
 
     pub async fn get(&self, path: &str) -> HttpResponse {
@@ -75,6 +66,94 @@ impl Harness {
             body,
         )
         .await
+    }
+}
+
+/// One request through the gateway's pipeline (no sockets on the HTTP side).
+pub async fn send(
+    gateway: &Gateway,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Bytes,
+) -> HttpResponse {
+    let request = HttpRequest {
+        method,
+        path: path.to_string(),
+        headers: headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), Bytes::copy_from_slice(v.as_bytes())))
+            .collect(),
+        body,
+    };
+    gateway.handle(request).await
+}
+
+/// Several demo upstreams, each on its own runtime (so one can be killed
+/// like a crashed server), behind one in-process gateway whose health
+/// checks run every 20 ms.
+pub struct Fleet {
+    pub demos: Vec<Option<DemoUpstream>>,
+    pub addrs: Vec<SocketAddr>,
+    pub gateway: std::sync::Arc<Gateway>,
+}
+
+impl Fleet {
+    pub async fn start(n: usize, tweak: impl FnOnce(&mut Config)) -> Fleet {
+        let demos: Vec<DemoUpstream> = (0..n)
+            .map(|_| DemoUpstream::start_in_background("127.0.0.1:0".parse().unwrap()).unwrap())
+            .collect();
+        let addrs: Vec<SocketAddr> = demos.iter().map(DemoUpstream::local_addr).collect();
+        let mut config = Config::default();
+        config.upstream.addresses = addrs.iter().map(|a| a.to_string()).collect();
+        config.upstream.health.interval_ms = 20;
+        config.upstream.health.timeout_ms = 200;
+        tweak(&mut config);
+        let fleet = Fleet {
+            demos: demos.into_iter().map(Some).collect(),
+            addrs,
+            gateway: std::sync::Arc::new(Gateway::new(config).expect("valid config")),
+        };
+        fleet.gateway.pool().started().await;
+        fleet
+    }
+
+    pub fn demo(&self, i: usize) -> &DemoUpstream {
+        self.demos[i].as_ref().expect("backend is running")
+    }
+
+    /// Waits for `n` more health passes (each checks every backend).
+    pub async fn passes(&self, n: u64) {
+        let pool = self.gateway.pool();
+        pool.passes_reach(pool.passes() + n).await;
+    }
+
+    /// Requests each backend has received so far.
+    pub fn counts(&self) -> Vec<u64> {
+        self.demos
+            .iter()
+            .map(|d| d.as_ref().map_or(0, DemoUpstream::infer_count))
+            .collect()
+    }
+
+    /// Drops every connection and call of backend `i` at once.
+    pub fn kill(&mut self, i: usize) {
+        self.demos[i].take().expect("running").kill();
+    }
+
+    /// A fresh server on backend `i`'s old address.
+    pub fn restart(&mut self, i: usize) {
+        let demo = DemoUpstream::start_in_background(self.addrs[i]).expect("port free again");
+        self.demos[i] = Some(demo);
+    }
+
+    pub async fn post(&self, path: &str, headers: &[(&str, &str)], body: &str) -> HttpResponse {
+        let body = Bytes::copy_from_slice(body.as_bytes());
+        send(&self.gateway, Method::POST, path, headers, body).await
+    }
+
+    pub async fn get(&self, path: &str) -> HttpResponse {
+        send(&self.gateway, Method::GET, path, &[], Bytes::new()).await
     }
 }
 
