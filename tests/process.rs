@@ -185,3 +185,52 @@ fn an_invalid_config_exits_before_binding() {
         String::from_utf8_lossy(&out.stderr).contains("upstream.addresses: each must be HOST:PORT")
     );
 }
+
+fn get(path: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").into_bytes()
+}
+
+#[test]
+fn sigterm_finishes_in_flight_requests_then_exits_at_once() {
+    let config = std::env::temp_dir().join(format!("tensorgate-drain-{}.toml", std::process::id()));
+    std::fs::write(&config, "[server]\ngrace_period_seconds = 20\n").unwrap();
+    let mut gw = GatewayProcess::demo(&["--config", config.to_str().unwrap()]);
+    let slow_body = r#"{"parameters":{"delay_ms":1500},"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1],"data":[7]}]}"#;
+    let mut slow = connect(&gw);
+    slow.write_all(&post(
+        "/v2/models/slow_identity/infer",
+        "",
+        slow_body.as_bytes(),
+    ))
+    .unwrap();
+    // Wait until the gateway has the request in flight upstream.
+    let mut probe = connect(&gw);
+    let in_flight = (0..400).any(|_| {
+        probe.write_all(&get("/v2/tensorgate/backends")).unwrap();
+        let answer = read_answer(&mut probe);
+        String::from_utf8_lossy(&answer.body).contains(r#""inflight":1"#)
+    });
+    assert!(in_flight, "the slow request never showed up in flight");
+    drop(probe);
+
+    let sent = std::time::Instant::now();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &gw.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let answer = read_answer(&mut slow);
+    assert_eq!(
+        answer.status(),
+        200,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+    assert!(String::from_utf8_lossy(&answer.body).contains("[7.0]"));
+    let status = gw.child.wait().unwrap();
+    let took = sent.elapsed();
+    assert!(status.success(), "{status:?}");
+    // Exits when drained, not after the 20 s grace period.
+    assert!(took < Duration::from_secs(10), "exit took {took:?}");
+    let _ = std::fs::remove_file(&config);
+}

@@ -6,6 +6,7 @@ use regex::Regex;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::front::drain::Inflight;
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::route::Route;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use crate::wire::v2_request::DecodeLimits;
 pub struct Gateway {
     pub(crate) config: Config,
     pub(crate) pool: Arc<Pool>,
+    pub(crate) inflight: Arc<Inflight>,
     pub(crate) models: ModelCache,
     pub(crate) forward_pattern: Option<Regex>,
 }
@@ -34,6 +36,7 @@ impl Gateway {
         Ok(Gateway {
             models: ModelCache::new(config.upstream.model_info_ttl()),
             pool,
+            inflight: Arc::default(),
             forward_pattern,
             config,
         })
@@ -41,6 +44,11 @@ impl Gateway {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Requests being answered (the graceful drain waits for zero).
+    pub fn inflight(&self) -> &Arc<Inflight> {
+        &self.inflight
     }
 
     /// The upstream pool (shared with the gRPC passthrough and tests).

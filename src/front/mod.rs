@@ -3,6 +3,7 @@
 //! wires the service.
 
 pub mod admin;
+pub mod drain;
 pub mod endpoints;
 pub mod fanout;
 pub mod handler;

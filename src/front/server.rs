@@ -7,8 +7,10 @@ use pingora_core::apps::HttpServerOptions;
 use pingora_core::server::configuration::ServerConf;
 use pingora_core::server::Server;
 
+use crate::front::drain::DrainService;
 use crate::front::handler::Gateway;
 use crate::front::session::GatewayService;
+use pingora_core::services::background::background_service;
 
 /// Runs the gateway until the process is told to stop. Never returns.
 pub fn run(gateway: Gateway) -> ! {
@@ -16,14 +18,18 @@ pub fn run(gateway: Gateway) -> ! {
     let conf = ServerConf {
         threads: config.server.threads,
         grace_period_seconds: Some(config.server.grace_period_seconds),
-        graceful_shutdown_timeout_seconds: Some(config.server.grace_period_seconds),
+        // After the grace period whatever still runs is dropped: no second wait.
+        graceful_shutdown_timeout_seconds: Some(1),
         ..ServerConf::default()
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    let service = GatewayService {
-        gateway: Arc::new(gateway),
+    let gateway = Arc::new(gateway);
+    let drain = DrainService {
+        inflight: gateway.inflight().clone(),
     };
+    server.add_service(background_service("drain", drain));
+    let service = GatewayService { gateway };
     let mut http = pingora_proxy::http_proxy_service(&server.configuration, service);
     if let Some(app) = http.app_logic_mut() {
         let mut options = HttpServerOptions::default();

@@ -49,6 +49,7 @@ impl ProxyHttp for GatewayService {
     }
 
     async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> PingoraResult<bool> {
+        let _inflight = self.gateway.inflight().enter();
         let header = session.req_header();
         let path = String::from_utf8_lossy(header.raw_path());
         let path = path.split('?').next().unwrap_or_default().to_string();

@@ -1,0 +1,74 @@
+//! Graceful drain. pingora stops accepting on SIGTERM, then always sleeps
+//! the whole grace period before tearing the runtimes down (dropping
+//! whatever is still running). [`Inflight`] counts the requests being
+//! answered (HTTP and gRPC); [`DrainService`] ends the process as soon as
+//! that count reaches zero after SIGTERM, so a drained gateway exits in
+//! milliseconds, and a busy one when its last request is answered or the
+//! grace period ends, whichever comes first.
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use pingora_core::server::ShutdownWatch;
+use pingora_core::services::background::BackgroundService;
+use tokio::sync::Notify;
+
+/// Requests being answered right now.
+#[derive(Default)]
+pub struct Inflight {
+    count: AtomicUsize,
+    idle: Notify,
+}
+
+/// One request in flight; leaving decrements (and wakes the drain at zero).
+pub struct InflightGuard<'a>(&'a Inflight);
+
+impl Inflight {
+    pub fn enter(&self) -> InflightGuard<'_> {
+        self.count.fetch_add(1, SeqCst);
+        InflightGuard(self)
+    }
+
+    pub fn count(&self) -> usize {
+        self.count.load(SeqCst)
+    }
+
+    /// Returns once no request is in flight.
+    pub async fn idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.count() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Drop for InflightGuard<'_> {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+/// Exits the process once SIGTERM has arrived and the last request is done.
+pub struct DrainService {
+    pub inflight: Arc<Inflight>,
+}
+
+#[async_trait]
+impl BackgroundService for DrainService {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+        tracing::info!(
+            inflight = self.inflight.count(),
+            "SIGTERM: draining in-flight requests"
+        );
+        self.inflight.idle().await;
+        tracing::info!("drained; exiting");
+        std::process::exit(0);
+    }
+}
