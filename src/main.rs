@@ -45,6 +45,9 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         backends: usize,
     },
+    /// Run only the embedded demo upstream (a fake KServe v2 gRPC server on
+    /// --listen), e.g. as a backend for tests and benchmarks.
+    DemoUpstream,
 }
 
 fn main() -> ExitCode {
@@ -62,6 +65,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(Command::DemoUpstream) = cli.command {
+        return demo_upstream(&config.server.listen);
+    }
     if let Some(Command::Demo { backends }) = cli.command {
         config.upstream.addresses.clear();
         for _ in 0..backends.max(1) {
@@ -117,4 +123,27 @@ fn load(cli: &Cli) -> Result<Config, String> {
     }
     config.validate()?;
     Ok(config)
+}
+
+/// `tensorgate demo-upstream`: serves the demo models over gRPC until killed.
+fn demo_upstream(listen: &str) -> ExitCode {
+    let addr = match listen.parse() {
+        Ok(addr) => addr,
+        Err(_) => {
+            eprintln!("tensorgate: --listen must be IP:PORT, got {listen:?}");
+            return ExitCode::from(2);
+        }
+    };
+    match tensorgate::demo::DemoUpstream::start_in_background(addr) {
+        Ok(demo) => {
+            tracing::info!(listen = %demo.local_addr(), "demo upstream serving");
+            loop {
+                std::thread::park();
+            }
+        }
+        Err(e) => {
+            eprintln!("tensorgate: cannot start the demo upstream: {e}");
+            ExitCode::from(1)
+        }
+    }
 }

@@ -54,13 +54,23 @@ impl HealthCheck for Shared {
         let Some(backend) = self.0.lookup.get().and_then(|l| l(&addr)) else {
             return fail(format!("{addr} is not a member"));
         };
-        match server_ready(&backend, self.0.settings.health_timeout).await {
-            Ok(true) => {}
-            Ok(false) => return fail(format!("{addr} is not ready")),
+        let timeout = self.0.settings.health_timeout;
+        match server_ready(&backend, timeout).await {
+            Ok(true) => {
+                if backend.models_due(self.0.settings.model_refresh) {
+                    refresh_models(&backend, timeout).await;
+                }
+            }
+            // Triton's strict readiness: "not ready" while any model is not
+            // ready. Model-aware routing covers that; only a server whose
+            // models are all ready and still says "not ready" is unhealthy.
+            Ok(false) => match fetch_index(&backend, timeout).await {
+                Ok(index) if index.iter().any(|m| m.state != "READY") => {
+                    backend.set_models(ready_models(index));
+                }
+                _ => return fail(format!("{addr} is not ready")),
+            },
             Err(e) => return fail(format!("{addr}: {e}")),
-        }
-        if backend.models_due(self.0.settings.model_refresh) {
-            refresh_models(&backend, self.0.settings.health_timeout).await;
         }
         backend.mark_seen_ready();
         Ok(())
@@ -94,31 +104,43 @@ async fn server_ready(backend: &Backend, timeout: Duration) -> Result<bool, Stri
     }
 }
 
+/// The backend's repository index (every model, any state).
+async fn fetch_index(
+    backend: &Backend,
+    timeout: Duration,
+) -> Result<Vec<pb::repository_index_response::ModelIndex>, tonic::Status> {
+    let mut client = backend.health_client();
+    let request = pb::RepositoryIndexRequest {
+        repository_name: String::new(),
+        ready: false,
+    };
+    match tokio::time::timeout(timeout, client.repository_index(request)).await {
+        Ok(result) => result.map(|r| r.into_inner().models),
+        Err(_) => Err(tonic::Status::deadline_exceeded(
+            "repository index timed out",
+        )),
+    }
+}
+
+fn ready_models(index: Vec<pb::repository_index_response::ModelIndex>) -> Models {
+    let names: HashSet<String> = index
+        .into_iter()
+        .filter(|m| m.state == "READY")
+        .map(|m| m.name)
+        .collect();
+    Models::Ready(names)
+}
+
 /// Asks the backend which models are ready. A server without a repository
 /// index (not Triton) is `Unknown`: it may get any model. On other
 /// failures the previous knowledge stays.
 pub async fn refresh_models(backend: &Backend, timeout: Duration) {
-    let mut client = backend.health_client();
-    let request = pb::RepositoryIndexRequest {
-        repository_name: String::new(),
-        ready: true,
-    };
-    match tokio::time::timeout(timeout, client.repository_index(request)).await {
-        Ok(Ok(r)) => {
-            let names: HashSet<String> = r
-                .into_inner()
-                .models
-                .into_iter()
-                .filter(|m| m.state == "READY")
-                .map(|m| m.name)
-                .collect();
-            backend.set_models(Models::Ready(names));
-        }
-        Ok(Err(s)) if s.code() == tonic::Code::Unimplemented => backend.set_models(Models::Unknown),
-        Ok(Err(s)) => {
+    match fetch_index(backend, timeout).await {
+        Ok(index) => backend.set_models(ready_models(index)),
+        Err(s) if s.code() == tonic::Code::Unimplemented => backend.set_models(Models::Unknown),
+        Err(s) => {
             tracing::debug!(backend = %backend.addr, error = %s.message(), "model refresh failed")
         }
-        Err(_) => tracing::debug!(backend = %backend.addr, "model refresh timed out"),
     }
 }
 
