@@ -183,3 +183,33 @@ async fn the_backends_view_lists_health_and_models() {
     }
     assert!(body.contains(r#""add_sub""#), "{body}");
 }
+
+#[tokio::test]
+async fn a_refused_connection_is_retried_on_another_backend() {
+    // Health checks far apart: only the retry can save these requests.
+    let mut fleet = Fleet::start(2, |c| c.upstream.health.interval_ms = 60_000).await;
+    fleet.kill(0);
+    for _ in 0..10 {
+        let r = fleet.post(ADD_SUB, &[], BODY).await;
+        assert_eq!(r.status, 200, "{}", text(&r));
+    }
+    // Three refusals in a row ejected the dead backend.
+    let view = text(&fleet.get("/v2/tensorgate/backends").await);
+    let dead = format!(r#""address":"{}","usable":false"#, fleet.addrs[0]);
+    assert!(
+        view.contains(&dead) && view.contains(r#""ejected":true"#),
+        "{view}"
+    );
+}
+
+#[tokio::test]
+async fn a_requests_timeout_parameter_is_its_deadline() {
+    let fleet = Fleet::start(1, |_| {}).await;
+    let body = r#"{"parameters":{"timeout":50000,"delay_ms":2000},"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1],"data":[1]}]}"#;
+    let start = std::time::Instant::now();
+    let r = fleet
+        .post("/v2/models/slow_identity/infer", &[], body)
+        .await;
+    assert_eq!(r.status, 504, "{}", text(&r));
+    assert!(start.elapsed() < std::time::Duration::from_millis(1500));
+}

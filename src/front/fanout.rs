@@ -152,3 +152,44 @@ fn answer(outcomes: Vec<Outcome>) -> Result<HttpResponse> {
         ),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Kind;
+
+    fn outcome(address: &str, result: Result<()>) -> Outcome {
+        Outcome {
+            address: address.to_string(),
+            result,
+        }
+    }
+
+    #[test]
+    fn all_ok_lists_every_backend() {
+        let r = answer(vec![outcome("a:1", Ok(())), outcome("b:1", Ok(()))]).unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("Tensorgate-Backends"), Some("a:1=ok, b:1=ok"));
+    }
+
+    #[test]
+    fn all_failed_is_the_servers_error_verbatim() {
+        let e = Error::new(Kind::Internal, "failed to load 'x'");
+        let r = answer(vec![
+            outcome("a:1", Err(e.clone())),
+            outcome("b:1", Err(e.clone())),
+        ]);
+        assert_eq!(r.unwrap_err(), e);
+    }
+
+    #[test]
+    fn a_partial_failure_names_who_failed_and_who_succeeded() {
+        let e = Error::new(Kind::Unavailable, "polling mode");
+        let r = answer(vec![outcome("a:1", Ok(())), outcome("b:1", Err(e))]).unwrap_err();
+        assert_eq!(r.kind, Kind::Unavailable);
+        assert_eq!(
+            r.message,
+            "failed on 1 of 2 backends (b:1: polling mode); succeeded on a:1"
+        );
+    }
+}
