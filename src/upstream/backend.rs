@@ -130,7 +130,9 @@ impl Backend {
     }
 
     pub fn ejected(&self) -> bool {
-        self.now_ms() < self.ejected_until_ms.load(Relaxed)
+        // 0: never ejected (no clock read on the hot path).
+        let until = self.ejected_until_ms.load(Relaxed);
+        until != 0 && self.now_ms() < until
     }
 
     fn now_ms(&self) -> u64 {
@@ -174,6 +176,14 @@ impl Backend {
         }
     }
 
+    /// Not known to lack `model` (checked in place: no clone on the hot path).
+    pub fn may_serve(&self, model: &str) -> bool {
+        self.models
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .may_serve(model)
+    }
+
     pub fn models(&self) -> Arc<Models> {
         self.models
             .read()
@@ -199,7 +209,7 @@ impl Backend {
     pub fn record_failure(&self, threshold: usize, eject: Duration) {
         let failures = self.consecutive_failures.fetch_add(1, Relaxed) + 1;
         if failures >= threshold {
-            let until = self.now_ms() + eject.as_millis() as u64;
+            let until = (self.now_ms() + eject.as_millis() as u64).max(1);
             self.ejected_until_ms.store(until, Relaxed);
             self.consecutive_failures.store(0, Relaxed);
             tracing::warn!(backend = %self.addr, failures, "backend ejected after transport failures");
@@ -210,6 +220,9 @@ impl Backend {
     pub fn record_success(&self) {
         if self.consecutive_failures.load(Relaxed) != 0 {
             self.consecutive_failures.store(0, Relaxed);
+        }
+        if self.ejected_until_ms.load(Relaxed) != 0 && !self.ejected() {
+            self.ejected_until_ms.store(0, Relaxed);
         }
     }
 }

@@ -152,7 +152,7 @@ impl Pool {
         }
         let accept = |b: &Backend| b.usable() && !tried.contains(&b.addr);
         let serving =
-            |b: &Backend| accept(b) && target.model.is_none_or(|m| b.models().may_serve(m));
+            |b: &Backend| accept(b) && target.model.is_none_or(|m| b.may_serve(m));
         let chosen = self
             .choose(&members, &serving)
             // Nobody is known to serve the model: any backend answers with
@@ -189,7 +189,7 @@ impl Pool {
             let Some(backend) = members.by_addr.get(&inet(chosen)) else {
                 continue;
             };
-            if !model.is_none_or(|m| backend.models().may_serve(m)) {
+            if !model.is_none_or(|m| backend.may_serve(m)) {
                 continue;
             }
             if backend.usable() {

@@ -61,17 +61,21 @@ fn least_outstanding(candidates: &Candidates, turn: u64) -> Option<Arc<Backend>>
         .map(|(_, b)| b.clone())
 }
 
-/// Two candidates drawn at random; the one with fewer in flight wins.
+/// Two backends drawn at random; the acceptable one with fewer in flight
+/// wins. Constant time while most backends are acceptable; when a draw
+/// hits an unacceptable backend, least outstanding decides instead.
 fn power_of_two(candidates: &Candidates, random: u64) -> Option<Arc<Backend>> {
-    let count = candidates.iter().count();
-    if count == 0 {
+    let all = candidates.all;
+    if all.is_empty() {
         return None;
     }
-    let first = (random % count as u64) as usize;
-    let second = ((random >> 32) % count as u64) as usize;
-    let a = candidates.iter().nth(first)?;
-    let b = candidates.iter().nth(second)?;
-    Some(if b.inflight() < a.inflight() { b } else { a }.clone())
+    let n = all.len() as u64;
+    let a = &all[(random % n) as usize];
+    let b = &all[((random >> 32) % n) as usize];
+    match ((candidates.accept)(a), (candidates.accept)(b)) {
+        (true, true) => Some(if b.inflight() < a.inflight() { b } else { a }.clone()),
+        _ => least_outstanding(candidates, random),
+    }
 }
 
 /// splitmix64: a well-spread pseudo-random number from a counter.
