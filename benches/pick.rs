@@ -15,11 +15,17 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    println!("| backends | round_robin ns/pick | least_outstanding | power_of_two | sequence (Ketama) |");
+    println!(
+        "| backends | round_robin ns/pick | least_outstanding | power_of_two | sequence (Ketama) |"
+    );
     println!("|---|---|---|---|---|");
     for n in [1u16, 2, 4, 8, 64] {
         let mut row = format!("| {n} |");
-        for balance in [Balance::RoundRobin, Balance::LeastOutstanding, Balance::PowerOfTwo] {
+        for balance in [
+            Balance::RoundRobin,
+            Balance::LeastOutstanding,
+            Balance::PowerOfTwo,
+        ] {
             let pool = runtime.block_on(pool(n, balance));
             row += &format!(" {:.0} |", ns_per_pick(&pool, false));
         }
@@ -36,7 +42,7 @@ async fn pool(n: u16, balance: Balance) -> std::sync::Arc<Pool> {
         balance,
         ..Upstream::default()
     };
-    let pool = Pool::new(UpstreamSettings::from_config(&config));
+    let pool = Pool::new(UpstreamSettings::from_config(&config), Default::default());
     pool.discover().await.expect("static discovery");
     for backend in pool.backends() {
         backend.mark_seen_ready();

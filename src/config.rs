@@ -63,6 +63,7 @@ pub struct Config {
     pub limits: Limits,
     pub http: Http,
     pub grpc: Grpc,
+    pub admin: Admin,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -119,6 +120,15 @@ pub struct Health {
     pub unhealthy_threshold: usize,
     pub eject_after_failures: usize,
     pub eject_ms: u64,
+}
+
+/// The admin listener: `GET /metrics` (Prometheus), `GET /health`,
+/// `GET /backends`. Kept off the client port so it can stay private.
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Admin {
+    /// `IP:PORT`; unset: no admin listener.
+    pub listen: Option<String>,
 }
 
 /// The gRPC passthrough listener (`inference.GRPCInferenceService`).
@@ -287,6 +297,11 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         self.listen_addr()?;
         self.upstream.validate()?;
+        if let Some(listen) = &self.admin.listen {
+            listen
+                .parse::<SocketAddr>()
+                .map_err(|_| format!("admin.listen must be IP:PORT, got {listen:?}"))?;
+        }
         if let Some(listen) = &self.grpc.listen {
             listen
                 .parse::<SocketAddr>()

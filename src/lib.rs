@@ -13,6 +13,7 @@ pub mod config;
 pub mod demo;
 pub mod error;
 pub mod front;
+pub mod metrics;
 pub mod model;
 pub mod proto;
 pub mod translate;

@@ -23,6 +23,9 @@ struct Cli {
     /// Upstream KServe v2 gRPC servers (HOST:PORT, comma-separated).
     #[arg(long, value_delimiter = ',')]
     upstream: Option<Vec<String>>,
+    /// Address of the admin listener: /metrics, /health, /backends (IP:PORT).
+    #[arg(long, global = true)]
+    admin_listen: Option<String>,
     /// Address of the gRPC passthrough listener (IP:PORT).
     #[arg(long, global = true)]
     grpc_listen: Option<String>,
@@ -108,6 +111,9 @@ fn load(cli: &Cli) -> Result<Config, String> {
     }
     if let Some(upstream) = &cli.upstream {
         config.upstream.addresses = upstream.clone();
+    }
+    if let Some(listen) = &cli.admin_listen {
+        config.admin.listen = Some(listen.clone());
     }
     if let Some(listen) = &cli.grpc_listen {
         config.grpc.listen = Some(listen.clone());

@@ -234,3 +234,32 @@ fn sigterm_finishes_in_flight_requests_then_exits_at_once() {
     assert!(took < Duration::from_secs(10), "exit took {took:?}");
     let _ = std::fs::remove_file(&config);
 }
+
+#[test]
+fn the_admin_listener_serves_metrics_and_health() {
+    let admin = support::free_port();
+    let gw = GatewayProcess::demo(&["--admin-listen", &admin.to_string()]);
+    let mut client = connect(&gw);
+    client
+        .write_all(&post(
+            "/v2/models/add_sub/infer",
+            "",
+            ADD_SUB_JSON.as_bytes(),
+        ))
+        .unwrap();
+    assert_eq!(read_answer(&mut client).status(), 200);
+    let mut scrape = TcpStream::connect(admin).expect("admin listener");
+    scrape
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    scrape.write_all(&get("/metrics")).unwrap();
+    let answer = read_answer(&mut scrape);
+    assert_eq!(answer.status(), 200);
+    let body = String::from_utf8_lossy(&answer.body).into_owned();
+    assert!(
+        body.contains(r#"tensorgate_requests_total{model="add_sub",route="infer",status="200"} 1"#),
+        "{body}"
+    );
+    scrape.write_all(&get("/health")).unwrap();
+    assert_eq!(read_answer(&mut scrape).status(), 200);
+}

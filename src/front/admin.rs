@@ -50,3 +50,36 @@ pub fn backends_json(pool: &Pool) -> Vec<u8> {
     out.extend_from_slice(b"]}");
     out
 }
+
+/// The admin listener's app (pingora `ServeHttp`): `GET /metrics`,
+/// `GET /health` (200 while the process serves) and `GET /backends`.
+pub struct AdminApp {
+    pub gateway: std::sync::Arc<crate::Gateway>,
+}
+
+#[async_trait::async_trait]
+impl pingora_core::apps::http_app::ServeHttp for AdminApp {
+    async fn response(
+        &self,
+        session: &mut pingora_core::protocols::http::ServerSession,
+    ) -> http::Response<Vec<u8>> {
+        let get = session.req_header().method == http::Method::GET;
+        let path = session.req_header().uri.path().to_string();
+        let (status, content_type, body) = match (get, path.as_str()) {
+            (true, "/metrics") => (
+                200,
+                "text/plain; version=0.0.4",
+                self.gateway.metrics_text(),
+            ),
+            (true, "/health") => (200, "text/plain", Vec::new()),
+            (true, "/backends") => (200, "application/json", backends_json(self.gateway.pool())),
+            _ => (404, "text/plain", b"Not Found".to_vec()),
+        };
+        http::Response::builder()
+            .status(status)
+            .header("Content-Type", content_type)
+            .header("Content-Length", body.len())
+            .body(body)
+            .expect("static response parts")
+    }
+}

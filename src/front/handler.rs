@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::front::drain::Inflight;
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::route::Route;
+use crate::metrics::Metrics;
 use std::sync::Arc;
 
 use crate::upstream::{ModelCache, Pool, UpstreamSettings};
@@ -19,6 +20,7 @@ pub struct Gateway {
     pub(crate) config: Config,
     pub(crate) pool: Arc<Pool>,
     pub(crate) inflight: Arc<Inflight>,
+    pub(crate) metrics: Arc<Metrics>,
     pub(crate) models: ModelCache,
     pub(crate) forward_pattern: Option<Regex>,
 }
@@ -32,10 +34,15 @@ impl Gateway {
             Some(p) => Some(Regex::new(&format!("(?i){p}")).map_err(|e| e.to_string())?),
             None => None,
         };
-        let pool = Pool::new(UpstreamSettings::from_config(&config.upstream));
+        let metrics = Arc::new(Metrics::new());
+        let pool = Pool::new(
+            UpstreamSettings::from_config(&config.upstream),
+            metrics.clone(),
+        );
         Ok(Gateway {
             models: ModelCache::new(config.upstream.model_info_ttl()),
             pool,
+            metrics,
             inflight: Arc::default(),
             forward_pattern,
             config,
@@ -71,8 +78,45 @@ impl Gateway {
         self.handle_route(&route, &req).await
     }
 
-    /// Answers a request whose route is already known.
+    /// The Prometheus text of this gateway's metrics.
+    pub fn metrics_text(&self) -> Vec<u8> {
+        self.metrics.render(&self.pool, self.inflight.count())
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Answers a request whose route is already known, and accounts for it.
     pub async fn handle_route(&self, route: &Route, req: &HttpRequest) -> HttpResponse {
+        let started = std::time::Instant::now();
+        let (response, upstream) = Metrics::timed(self.answer_route(route, req)).await;
+        let took = started.elapsed();
+        let name = route.name();
+        let model = match route.model() {
+            Some(_) if response.status == 404 => "(unknown)",
+            Some(model) => model,
+            None => "",
+        };
+        let m = &self.metrics;
+        let status = response.status.to_string();
+        m.requests.with_label_values(&[name, model, &status]).inc();
+        m.request_seconds
+            .with_label_values(&[name])
+            .observe(took.as_secs_f64());
+        m.gateway_seconds
+            .with_label_values(&[name])
+            .observe(took.saturating_sub(upstream).as_secs_f64());
+        m.bytes_in
+            .with_label_values(&[name])
+            .inc_by(req.body.len() as u64);
+        m.bytes_out
+            .with_label_values(&[name])
+            .inc_by(response.body_len() as u64);
+        response
+    }
+
+    async fn answer_route(&self, route: &Route, req: &HttpRequest) -> HttpResponse {
         if !route.allows(&req.method) {
             let mut error = Error::method_not_allowed();
             if !route.plain_before_body() {

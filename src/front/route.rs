@@ -114,6 +114,47 @@ impl Route {
         }
     }
 
+    /// The route's name in metrics and logs (one per variant).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Route::HealthLive => "health_live",
+            Route::HealthReady => "health_ready",
+            Route::ServerMetadata => "server_metadata",
+            Route::ModelMetadata(_) => "model_metadata",
+            Route::ModelReady(_) => "model_ready",
+            Route::ModelConfig(_) => "model_config",
+            Route::ModelStats(_) => "model_stats",
+            Route::Infer(_) => "infer",
+            Route::Generate(_) => "generate",
+            Route::GenerateStream(_) => "generate_stream",
+            Route::TraceSetting(_) => "trace_setting",
+            Route::Logging => "logging",
+            Route::RepositoryIndex => "repository_index",
+            Route::RepositoryLoad { .. } => "repository_load",
+            Route::RepositoryUnload { .. } => "repository_unload",
+            Route::SystemShm { .. } => "system_shared_memory",
+            Route::CudaShm { .. } => "cuda_shared_memory",
+            Route::Backends => "backends",
+        }
+    }
+
+    /// The model a route is about, if any.
+    pub fn model(&self) -> Option<&str> {
+        match self {
+            Route::ModelMetadata(m)
+            | Route::ModelReady(m)
+            | Route::ModelConfig(m)
+            | Route::ModelStats(Some(m))
+            | Route::Infer(m)
+            | Route::Generate(m)
+            | Route::GenerateStream(m) => Some(&m.name),
+            Route::RepositoryLoad { model, .. } | Route::RepositoryUnload { model, .. } => {
+                Some(model)
+            }
+            _ => None,
+        }
+    }
+
     /// Routes whose error answers are `text/plain` when produced before any
     /// body handling (facts §0.2).
     pub fn plain_before_body(&self) -> bool {

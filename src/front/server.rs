@@ -7,10 +7,13 @@ use pingora_core::apps::HttpServerOptions;
 use pingora_core::server::configuration::ServerConf;
 use pingora_core::server::Server;
 
+use crate::front::admin::AdminApp;
 use crate::front::drain::DrainService;
 use crate::front::handler::Gateway;
 use crate::front::session::GatewayService;
+use pingora_core::apps::http_app::HttpServer;
 use pingora_core::services::background::background_service;
+use pingora_core::services::listening::Service;
 
 /// Runs the gateway until the process is told to stop. Never returns.
 pub fn run(gateway: Gateway) -> ! {
@@ -29,6 +32,14 @@ pub fn run(gateway: Gateway) -> ! {
         inflight: gateway.inflight().clone(),
     };
     server.add_service(background_service("drain", drain));
+    if let Some(listen) = &config.admin.listen {
+        let app = AdminApp {
+            gateway: gateway.clone(),
+        };
+        let mut admin = Service::new("admin".to_string(), HttpServer::new_app(app));
+        admin.add_tcp(listen);
+        server.add_service(admin);
+    }
     let service = GatewayService { gateway };
     let mut http = pingora_proxy::http_proxy_service(&server.configuration, service);
     if let Some(app) = http.app_logic_mut() {

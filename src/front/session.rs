@@ -73,6 +73,8 @@ impl ProxyHttp for GatewayService {
         let body = match self.read_body(session).await {
             Ok(body) => body,
             Err(BodyError::Refused(error)) => {
+                let metrics = self.gateway.metrics();
+                metrics.rejected.with_label_values(&["size"]).inc();
                 linger(session).await;
                 return self
                     .answer(session, HttpResponse::error(&error), true)

@@ -206,14 +206,17 @@ impl Backend {
 
     /// A real request failed in transport (refused, reset, timed out):
     /// after `threshold` in a row the backend is ejected for `eject`.
-    pub fn record_failure(&self, threshold: usize, eject: Duration) {
+    /// Returns whether this failure ejected the backend.
+    pub fn record_failure(&self, threshold: usize, eject: Duration) -> bool {
         let failures = self.consecutive_failures.fetch_add(1, Relaxed) + 1;
         if failures >= threshold {
             let until = (self.now_ms() + eject.as_millis() as u64).max(1);
             self.ejected_until_ms.store(until, Relaxed);
             self.consecutive_failures.store(0, Relaxed);
             tracing::warn!(backend = %self.addr, failures, "backend ejected after transport failures");
+            return true;
         }
+        false
     }
 
     /// A request reached the backend and got an answer (even an error one).

@@ -62,42 +62,50 @@ impl Pool {
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         let backend = lease.backend();
-        let health = &self.settings();
-        let fail = || backend.record_failure(health.eject_after_failures, health.eject);
-        match tokio::time::timeout(remaining, rpc(lease.client(), remaining)).await {
+        let started = Instant::now();
+        let result = tokio::time::timeout(remaining, rpc(lease.client(), remaining)).await;
+        let (outcome, answer) = match result {
             Err(_) => {
-                fail();
-                Err(Attempt::Failed(Error::new(
+                let error = Error::new(
                     Kind::UpstreamTimeout,
                     format!(
                         "upstream {} did not answer within {} ms",
                         backend.addr,
                         remaining.as_millis()
                     ),
-                )))
+                );
+                ("timeout", Err(Attempt::Failed(error)))
             }
-            Ok(Ok(response)) => {
-                backend.record_success();
-                Ok(response.into_inner())
-            }
+            Ok(Ok(response)) => ("ok", Ok(response.into_inner())),
             Ok(Err(status)) => {
                 let mut error = Error::from_status(&status);
-                if matches!(
-                    error.kind,
-                    Kind::UpstreamUnreachable | Kind::UpstreamTimeout
-                ) {
+                let outcome = match error.kind {
+                    Kind::UpstreamUnreachable => "unreachable",
+                    Kind::UpstreamTimeout => "timeout",
+                    _ => "error",
+                };
+                if outcome != "error" {
                     error.message = format!("{} (backend {})", error.message, backend.addr);
-                    fail();
-                } else {
-                    backend.record_success();
                 }
                 if never_reached(&status) {
-                    Err(Attempt::NeverReached(error))
+                    (outcome, Err(Attempt::NeverReached(error)))
                 } else {
-                    Err(Attempt::Failed(error))
+                    (outcome, Err(Attempt::Failed(error)))
                 }
             }
+        };
+        let addr = backend.addr.to_string();
+        self.metrics()
+            .upstream_call(&addr, outcome, started.elapsed());
+        if matches!(outcome, "timeout" | "unreachable") {
+            let settings = self.settings();
+            if backend.record_failure(settings.eject_after_failures, settings.eject) {
+                self.metrics().ejections.with_label_values(&[&addr]).inc();
+            }
+        } else {
+            backend.record_success();
         }
+        answer
     }
 
     /// The request's own deadline, capped by the configured one.

@@ -16,6 +16,7 @@ use super::select::{self, Candidates};
 use super::UpstreamSettings;
 use crate::config::Balance;
 use crate::error::{Error, Kind, Result};
+use crate::metrics::Metrics;
 
 /// What a request needs from a backend.
 #[derive(Debug, Clone, Copy, Default)]
@@ -38,6 +39,7 @@ struct Members {
 
 pub struct Pool {
     settings: Arc<UpstreamSettings>,
+    metrics: Arc<Metrics>,
     lb: LoadBalancer<RoundRobin>,
     members: RwLock<Arc<Members>>,
     picker: select::Picker,
@@ -53,7 +55,7 @@ pub struct Pool {
 impl Pool {
     /// A pool with no members yet: [`Pool::run`] (or [`Pool::discover`]
     /// plus checks) fills it. Backends get traffic once seen ready.
-    pub fn new(settings: UpstreamSettings) -> Arc<Pool> {
+    pub fn new(settings: UpstreamSettings, metrics: Arc<Metrics>) -> Arc<Pool> {
         let settings = Arc::new(settings);
         let discovery = Discovery::new(settings.addresses.clone());
         let mut backends = Backends::new(Box::new(discovery));
@@ -63,6 +65,7 @@ impl Pool {
         let pool = Arc::new_cyclic(|me| Pool {
             picker: select::Picker::new(settings.balance),
             settings,
+            metrics,
             lb,
             members: RwLock::new(Arc::new(Members::build(&BTreeSet::new(), None))),
             passes: tokio::sync::watch::Sender::new(0),
@@ -75,6 +78,10 @@ impl Pool {
 
     pub fn settings(&self) -> &UpstreamSettings {
         &self.settings
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     pub(super) fn lb(&self) -> &LoadBalancer<RoundRobin> {
@@ -151,8 +158,7 @@ impl Pool {
             return self.pick_sticky(&members, target.model, key);
         }
         let accept = |b: &Backend| b.usable() && !tried.contains(&b.addr);
-        let serving =
-            |b: &Backend| accept(b) && target.model.is_none_or(|m| b.may_serve(m));
+        let serving = |b: &Backend| accept(b) && target.model.is_none_or(|m| b.may_serve(m));
         let chosen = self
             .choose(&members, &serving)
             // Nobody is known to serve the model: any backend answers with

@@ -1,0 +1,136 @@
+//! Prometheus metrics, scraped from the admin listener's `GET /metrics`.
+//! One [`Metrics`] per gateway (its own registry, so tests can read exact
+//! counts). Per-request series are labelled by route (a fixed name per
+//! `Route` variant), model (only for answers that are not 404, so unknown
+//! names cannot grow the series without bound) and status; per-backend
+//! series by backend address. Backend health and in-flight gauges are read
+//! from the pool at scrape time.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+use crate::upstream::Pool;
+
+/// Latency buckets (seconds): 100 µs … 60 s, the range of a gateway hop
+/// on a LAN up to the default request deadline.
+const BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+    15.0, 60.0,
+];
+
+pub struct Metrics {
+    registry: Registry,
+    pub requests: IntCounterVec,
+    pub request_seconds: HistogramVec,
+    pub gateway_seconds: HistogramVec,
+    pub upstream_calls: IntCounterVec,
+    pub upstream_seconds: HistogramVec,
+    pub bytes_in: IntCounterVec,
+    pub bytes_out: IntCounterVec,
+    pub ejections: IntCounterVec,
+    pub rejected: IntCounterVec,
+    inflight: IntGaugeVec,
+    backend_up: IntGaugeVec,
+    backend_inflight: IntGaugeVec,
+}
+
+tokio::task_local! {
+    /// Upstream time spent by the current request (summed over attempts).
+    static UPSTREAM_TIME: Cell<Duration>;
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("unique metric");
+            c
+        };
+        let histogram = |name: &str, help: &str, labels: &[&str]| {
+            let opts = HistogramOpts::new(name, help).buckets(BUCKETS.to_vec());
+            let h = HistogramVec::new(opts, labels).expect("valid metric");
+            registry
+                .register(Box::new(h.clone()))
+                .expect("unique metric");
+            h
+        };
+        let gauge = |name: &str, help: &str, labels: &[&str]| {
+            let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+            registry
+                .register(Box::new(g.clone()))
+                .expect("unique metric");
+            g
+        };
+        Metrics {
+            requests: counter("tensorgate_requests_total", "Requests answered, by route, model and HTTP status.", &["route", "model", "status"]),
+            request_seconds: histogram("tensorgate_request_duration_seconds", "Time from the request's body read to its answer.", &["route"]),
+            gateway_seconds: histogram("tensorgate_gateway_duration_seconds", "Time spent in tensorgate itself (request time minus upstream time).", &["route"]),
+            upstream_calls: counter("tensorgate_upstream_requests_total", "Upstream calls by backend and outcome (ok, error, unreachable, timeout).", &["backend", "outcome"]),
+            upstream_seconds: histogram("tensorgate_upstream_duration_seconds", "Time of upstream calls, by backend.", &["backend"]),
+            bytes_in: counter("tensorgate_request_bytes_total", "Request body bytes received, by route.", &["route"]),
+            bytes_out: counter("tensorgate_response_bytes_total", "Response body bytes sent, by route.", &["route"]),
+            ejections: counter("tensorgate_backend_ejections_total", "Passive ejections after consecutive transport failures.", &["backend"]),
+            rejected: counter("tensorgate_rejected_requests_total", "Requests refused before any upstream call, by reason (size, auth, rate, overload).", &["reason"]),
+            inflight: gauge("tensorgate_inflight_requests", "Requests being answered.", &["listener"]),
+            backend_up: gauge("tensorgate_backend_up", "1 while a backend takes traffic (seen ready, healthy, not ejected or draining).", &["backend"]),
+            backend_inflight: gauge("tensorgate_backend_inflight_requests", "Upstream calls in flight, by backend.", &["backend"]),
+            registry,
+        }
+    }
+
+    /// Runs `request` with an upstream-time accumulator; returns its output
+    /// and the upstream time it spent.
+    pub async fn timed<F: std::future::Future>(request: F) -> (F::Output, Duration) {
+        UPSTREAM_TIME
+            .scope(Cell::new(Duration::ZERO), async {
+                let output = request.await;
+                (output, UPSTREAM_TIME.with(Cell::get))
+            })
+            .await
+    }
+
+    /// One upstream call finished (called by the pool).
+    pub fn upstream_call(&self, backend: &str, outcome: &str, took: Duration) {
+        self.upstream_calls
+            .with_label_values(&[backend, outcome])
+            .inc();
+        self.upstream_seconds
+            .with_label_values(&[backend])
+            .observe(took.as_secs_f64());
+        let _ = UPSTREAM_TIME.try_with(|t| t.set(t.get() + took));
+    }
+
+    /// The Prometheus text exposition, with the gauges read now.
+    pub fn render(&self, pool: &Pool, inflight_http: usize) -> Vec<u8> {
+        self.inflight
+            .with_label_values(&["http"])
+            .set(inflight_http as i64);
+        self.backend_up.reset();
+        self.backend_inflight.reset();
+        for backend in pool.backends() {
+            let addr = backend.addr.to_string();
+            self.backend_up
+                .with_label_values(&[&addr])
+                .set(i64::from(backend.usable()));
+            self.backend_inflight
+                .with_label_values(&[&addr])
+                .set(backend.inflight() as i64);
+        }
+        let mut out = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
