@@ -64,6 +64,37 @@ pub struct Config {
     pub http: Http,
     pub grpc: Grpc,
     pub admin: Admin,
+    pub log: Log,
+}
+
+/// Logging: `tracing` to stderr.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Log {
+    /// `tracing` filter (`info`, `tensorgate=debug`, ...); the environment
+    /// variable `TENSORGATE_LOG` wins over it.
+    pub level: String,
+    pub format: LogFormat,
+    /// One `tensorgate::access` line per request (never tensor bytes).
+    pub access_log: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+impl Default for Log {
+    fn default() -> Log {
+        Log {
+            level: "info".to_string(),
+            format: LogFormat::Text,
+            access_log: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -297,6 +328,8 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         self.listen_addr()?;
         self.upstream.validate()?;
+        tracing_subscriber::EnvFilter::try_new(&self.log.level)
+            .map_err(|e| format!("log.level is not a valid filter: {e}"))?;
         if let Some(listen) = &self.admin.listen {
             listen
                 .parse::<SocketAddr>()
@@ -367,6 +400,8 @@ mod tests {
             "[upstream]\nbalance = \"random\"",
             "[upstream.health]\nunhealthy_threshold = 0",
             "[grpc]\nlisten = \"nope\"",
+            "[log]\nformat = \"xml\"",
+            "[log]\nlevel = \"=[\"",
             "[limits]\nmax_input_size = 0",
             "[http]\nheader_forward_pattern = \"(\"",
             "[server]\nunknown = 1",

@@ -16,6 +16,7 @@ pub mod front;
 pub mod metrics;
 pub mod model;
 pub mod proto;
+pub mod trace;
 pub mod translate;
 pub mod upstream;
 pub mod wire;

@@ -38,9 +38,16 @@ pub struct Metrics {
     backend_inflight: IntGaugeVec,
 }
 
+/// What the current request spent upstream: time summed over calls and
+/// attempts, and the last backend that answered.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UpstreamUse {
+    pub time: Duration,
+    pub backend: Option<std::net::SocketAddr>,
+}
+
 tokio::task_local! {
-    /// Upstream time spent by the current request (summed over attempts).
-    static UPSTREAM_TIME: Cell<Duration>;
+    static UPSTREAM_USE: Cell<UpstreamUse>;
 }
 
 impl Metrics {
@@ -87,24 +94,30 @@ impl Metrics {
 
     /// Runs `request` with an upstream-time accumulator; returns its output
     /// and the upstream time it spent.
-    pub async fn timed<F: std::future::Future>(request: F) -> (F::Output, Duration) {
-        UPSTREAM_TIME
-            .scope(Cell::new(Duration::ZERO), async {
+    pub async fn timed<F: std::future::Future>(request: F) -> (F::Output, UpstreamUse) {
+        UPSTREAM_USE
+            .scope(Cell::new(UpstreamUse::default()), async {
                 let output = request.await;
-                (output, UPSTREAM_TIME.with(Cell::get))
+                (output, UPSTREAM_USE.with(Cell::get))
             })
             .await
     }
 
     /// One upstream call finished (called by the pool).
-    pub fn upstream_call(&self, backend: &str, outcome: &str, took: Duration) {
+    pub fn upstream_call(&self, addr: std::net::SocketAddr, outcome: &str, took: Duration) {
+        let backend = &addr.to_string();
         self.upstream_calls
             .with_label_values(&[backend, outcome])
             .inc();
         self.upstream_seconds
             .with_label_values(&[backend])
             .observe(took.as_secs_f64());
-        let _ = UPSTREAM_TIME.try_with(|t| t.set(t.get() + took));
+        let _ = UPSTREAM_USE.try_with(|u| {
+            u.set(UpstreamUse {
+                time: u.get().time + took,
+                backend: Some(addr),
+            })
+        });
     }
 
     /// The Prometheus text exposition, with the gauges read now.

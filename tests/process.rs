@@ -263,3 +263,45 @@ fn the_admin_listener_serves_metrics_and_health() {
     scrape.write_all(&get("/health")).unwrap();
     assert_eq!(read_answer(&mut scrape).status(), 200);
 }
+
+#[test]
+fn json_access_log_has_one_line_per_request_and_no_tensor_bytes() {
+    let dir = std::env::temp_dir();
+    let pid = std::process::id();
+    let config = dir.join(format!("tensorgate-log-{pid}.toml"));
+    let log = dir.join(format!("tensorgate-log-{pid}.log"));
+    std::fs::write(&config, "[log]\nformat = \"json\"\n").unwrap();
+    let mut gw = GatewayProcess::demo_logging(&["--config", config.to_str().unwrap()], Some(&log));
+    let mut client = connect(&gw);
+    let parent = "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n";
+    client
+        .write_all(&post("/v2/models/add_sub/infer", parent, ADD_SUB_JSON.as_bytes()))
+        .unwrap();
+    assert_eq!(read_answer(&mut client).status(), 200);
+    drop(client);
+    // SIGTERM: drained at once, so the log is complete when it exits.
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &gw.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    gw.child.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let access: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(r#""target":"tensorgate::access""#))
+        .collect();
+    assert_eq!(access.len(), 1, "{text}");
+    let line = access[0];
+    for field in [
+        r#""status":200"#,
+        r#""route":"infer""#,
+        r#""model":"add_sub""#,
+        r#""trace_id":"4bf92f3577b34da6a3ce929d0e0e4736""#,
+    ] {
+        assert!(line.contains(field), "{field} missing in {line}");
+    }
+    assert!(!text.contains("[1,2]") && !text.contains("4.0,6.0"), "tensor data logged: {text}");
+    let _ = std::fs::remove_file(&config);
+    let _ = std::fs::remove_file(&log);
+}

@@ -399,3 +399,37 @@ async fn a_64_mib_tensor_passes_both_ways() {
         "tensor bytes came back unchanged"
     );
 }
+
+#[tokio::test]
+async fn the_clients_trace_reaches_the_upstream() {
+    let h = Harness::start().await;
+    let body = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1],"data":[1]},{"name":"INPUT1","datatype":"FP32","shape":[1],"data":[2]}]}"#;
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let r = h
+        .send(
+            http::Method::POST,
+            ADD_SUB,
+            &[("traceparent", parent)],
+            body,
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let sent = h
+        .demo
+        .last_traceparent()
+        .expect("traceparent sent upstream");
+    assert!(
+        sent.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"),
+        "{sent}"
+    );
+    assert!(
+        !sent.contains("00f067aa0ba902b7"),
+        "the gateway's own span: {sent}"
+    );
+    // Without one, the upstream still gets a (new) trace.
+    let r = h.send(http::Method::POST, ADD_SUB, &[], body).await;
+    assert_eq!(r.status, 200);
+    let fresh = h.demo.last_traceparent().expect("a new trace");
+    assert_eq!(fresh.len(), 55);
+    assert!(!fresh.contains("4bf92f3577b34da6a3ce929d0e0e4736"));
+}

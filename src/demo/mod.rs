@@ -209,6 +209,15 @@ impl DemoUpstream {
             .clone()
     }
 
+    /// The `traceparent` metadata of the last `ModelInfer` call.
+    pub fn last_traceparent(&self) -> Option<String> {
+        self.state
+            .last_traceparent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// Stops serving: no new connections; open calls are drained. For a
     /// background server, waits (up to a few seconds) for the drain.
     pub fn shutdown(mut self) {

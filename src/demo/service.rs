@@ -50,6 +50,8 @@ pub(crate) struct DemoState {
     counters: Vec<Mutex<Counters>>,
     pub infer_count: AtomicU64,
     pub last_request: Mutex<Option<ModelInferRequest>>,
+    /// The `traceparent` metadata of the last `ModelInfer`.
+    pub last_traceparent: Mutex<Option<String>>,
     /// What `ServerReady` reports (fault tests turn it off).
     pub ready: AtomicBool,
     /// While `true`, every call waits (fault tests: a hung server).
@@ -69,6 +71,7 @@ impl DemoState {
             models,
             infer_count: AtomicU64::new(0),
             last_request: Mutex::new(None),
+            last_traceparent: Mutex::new(None),
             ready: AtomicBool::new(true),
             hang: tokio::sync::watch::Sender::new(false),
         }
@@ -489,6 +492,10 @@ impl GrpcInferenceService for DemoService {
         &self,
         request: Request<ModelInferRequest>,
     ) -> Result<Response<ModelInferResponse>, Status> {
+        let traceparent = request.metadata().get("traceparent");
+        *lock(&self.state.last_traceparent) = traceparent
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         let request = request.into_inner();
         self.state.unhung().await;
         self.state.record_request(&request);

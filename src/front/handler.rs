@@ -10,6 +10,7 @@ use crate::front::drain::Inflight;
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::route::Route;
 use crate::metrics::Metrics;
+use crate::trace::TraceContext;
 use std::sync::Arc;
 
 use crate::upstream::{ModelCache, Pool, UpstreamSettings};
@@ -87,17 +88,48 @@ impl Gateway {
         &self.metrics
     }
 
-    /// Answers a request whose route is already known, and accounts for it.
+    /// Answers a request whose route is already known, and accounts for
+    /// it: its trace context (sent upstream), metrics, one access-log line.
     pub async fn handle_route(&self, route: &Route, req: &HttpRequest) -> HttpResponse {
         let started = std::time::Instant::now();
-        let (response, upstream) = Metrics::timed(self.answer_route(route, req)).await;
+        let trace = TraceContext::from_headers(req.header("traceparent"), req.header("tracestate"));
+        let trace_id = trace.trace_id.clone();
+        let (response, upstream) = Metrics::timed(trace.scope(self.answer_route(route, req))).await;
         let took = started.elapsed();
-        let name = route.name();
         let model = match route.model() {
             Some(_) if response.status == 404 => "(unknown)",
             Some(model) => model,
             None => "",
         };
+        self.account(route.name(), model, req, &response, took, upstream.time);
+        if self.config.log.access_log {
+            tracing::info!(
+                target: "tensorgate::access",
+                method = %req.method,
+                path = %req.path,
+                route = route.name(),
+                model,
+                status = response.status,
+                bytes_in = req.body.len(),
+                bytes_out = response.body_len(),
+                total_us = took.as_micros() as u64,
+                upstream_us = upstream.time.as_micros() as u64,
+                backend = %upstream.backend.map_or_else(String::new, |b| b.to_string()),
+                trace_id = %trace_id,
+            );
+        }
+        response
+    }
+
+    fn account(
+        &self,
+        name: &str,
+        model: &str,
+        req: &HttpRequest,
+        response: &HttpResponse,
+        took: std::time::Duration,
+        upstream: std::time::Duration,
+    ) {
         let m = &self.metrics;
         let status = response.status.to_string();
         m.requests.with_label_values(&[name, model, &status]).inc();
@@ -113,7 +145,6 @@ impl Gateway {
         m.bytes_out
             .with_label_values(&[name])
             .inc_by(response.body_len() as u64);
-        response
     }
 
     async fn answer_route(&self, route: &Route, req: &HttpRequest) -> HttpResponse {

@@ -94,9 +94,9 @@ impl Pool {
                 }
             }
         };
-        let addr = backend.addr.to_string();
         self.metrics()
-            .upstream_call(&addr, outcome, started.elapsed());
+            .upstream_call(backend.addr, outcome, started.elapsed());
+        let addr = backend.addr.to_string();
         if matches!(outcome, "timeout" | "unreachable") {
             let settings = self.settings();
             if backend.record_failure(settings.eject_after_failures, settings.eject) {
@@ -120,6 +120,7 @@ impl Pool {
 pub fn request<T>(message: T, timeout: Duration) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
     request.set_timeout(timeout);
+    crate::trace::TraceContext::inject(&mut request);
     request
 }
 

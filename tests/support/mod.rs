@@ -183,7 +183,16 @@ pub struct GatewayProcess {
 impl GatewayProcess {
     /// Starts `tensorgate demo` with extra args; retries on a port race.
     pub fn demo(extra: &[&str]) -> GatewayProcess {
+        GatewayProcess::demo_logging(extra, None)
+    }
+
+    /// Like [`GatewayProcess::demo`], stderr (the logs) to `log` if given.
+    pub fn demo_logging(extra: &[&str], log: Option<&std::path::Path>) -> GatewayProcess {
         for _ in 0..5 {
+            let stderr = match log {
+                Some(path) => Stdio::from(std::fs::File::create(path).expect("log file")),
+                None => Stdio::null(),
+            };
             let addr = free_port();
             let mut child = Command::new(env!("CARGO_BIN_EXE_tensorgate"))
                 .arg("demo")
@@ -191,7 +200,7 @@ impl GatewayProcess {
                 .arg(addr.to_string())
                 .args(extra)
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(stderr)
                 .spawn()
                 .expect("tensorgate starts");
             if wait_until_serving(&mut child, addr) {
