@@ -65,6 +65,7 @@ pub struct Config {
     pub grpc: Grpc,
     pub admin: Admin,
     pub log: Log,
+    pub auth: Auth,
 }
 
 /// Logging: `tracing` to stderr.
@@ -177,6 +178,88 @@ pub struct Limits {
     pub max_body_size: usize,
     pub max_json_depth: usize,
     pub max_chunks: usize,
+    /// Requests per second per client (API key, else IP); 0: no limit.
+    pub rate_per_client: u64,
+    /// Requests in flight per client; 0: no limit.
+    pub concurrency_per_client: u64,
+    /// Requests in flight in the whole gateway (503 above); 0: no limit.
+    pub max_inflight: u64,
+}
+
+/// API keys. Off while no key is configured (inline or in the file).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Auth {
+    /// Keys inline.
+    pub keys: Vec<ApiKey>,
+    /// A file of keys, one per line: `<key> [group,group...]` (`#`
+    /// comments). Re-read when it changes (rotation without restart).
+    pub keys_file: Option<std::path::PathBuf>,
+    /// How often the keys file's modification time is looked at (0: on
+    /// every request that needs a key).
+    pub keys_file_check_ms: u64,
+    /// Endpoint groups anyone may call without a key.
+    pub open_groups: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKey {
+    pub key: String,
+    /// Groups this key may call; empty: all.
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+/// Triton's `--http-restricted-api` groups, plus `admin` (tensorgate's own).
+pub const ENDPOINT_GROUPS: [&str; 10] = [
+    "health",
+    "metadata",
+    "model-config",
+    "statistics",
+    "inference",
+    "trace",
+    "logging",
+    "model-repository",
+    "shared-memory",
+    "admin",
+];
+
+impl Default for Auth {
+    fn default() -> Auth {
+        Auth {
+            keys: Vec::new(),
+            keys_file: None,
+            keys_file_check_ms: 1000,
+            // Load balancers and Kubernetes probe health without keys.
+            open_groups: vec!["health".to_string()],
+        }
+    }
+}
+
+impl Auth {
+    fn validate(&self) -> Result<(), String> {
+        let groups = self
+            .open_groups
+            .iter()
+            .chain(self.keys.iter().flat_map(|k| &k.groups));
+        for group in groups {
+            if !ENDPOINT_GROUPS.contains(&group.as_str()) {
+                return Err(format!(
+                    "auth: unknown endpoint group {group:?} (one of {})",
+                    ENDPOINT_GROUPS.join(", ")
+                ));
+            }
+        }
+        if self.keys.iter().any(|k| k.key.trim().is_empty()) {
+            return Err("auth.keys: a key must not be empty".into());
+        }
+        if let Some(path) = &self.keys_file {
+            std::fs::metadata(path)
+                .map_err(|e| format!("auth.keys_file {}: {e}", path.display()))?;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
@@ -239,6 +322,9 @@ impl Default for Limits {
             max_body_size: DEFAULT_MAX_BODY_SIZE,
             max_json_depth: DEFAULT_MAX_JSON_DEPTH,
             max_chunks: DEFAULT_MAX_CHUNKS,
+            rate_per_client: 0,
+            concurrency_per_client: 0,
+            max_inflight: 0,
         }
     }
 }
@@ -328,6 +414,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         self.listen_addr()?;
         self.upstream.validate()?;
+        self.auth.validate()?;
         tracing_subscriber::EnvFilter::try_new(&self.log.level)
             .map_err(|e| format!("log.level is not a valid filter: {e}"))?;
         if let Some(listen) = &self.admin.listen {
@@ -401,6 +488,8 @@ mod tests {
             "[upstream.health]\nunhealthy_threshold = 0",
             "[grpc]\nlisten = \"nope\"",
             "[log]\nformat = \"xml\"",
+            "[auth]\nopen_groups = [\"everything\"]",
+            "[auth]\nkeys_file = \"/nonexistent/keys\"",
             "[log]\nlevel = \"=[\"",
             "[limits]\nmax_input_size = 0",
             "[http]\nheader_forward_pattern = \"(\"",

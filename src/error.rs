@@ -33,6 +33,14 @@ pub enum Kind {
     UpstreamTimeout,
     /// A request body larger than the configured limit.
     PayloadTooLarge,
+    /// No or an unknown API key for a protected endpoint group.
+    Unauthorized,
+    /// A known key that is not allowed this endpoint group.
+    Forbidden,
+    /// The client's rate or concurrency limit (adds `Retry-After`).
+    TooManyRequests,
+    /// The gateway's global in-flight cap (adds `Retry-After`).
+    Overloaded,
 }
 
 /// Which `Content-Type` an error carries: Triton uses `application/json`
@@ -66,6 +74,10 @@ impl Kind {
             Kind::Internal => (500, C::Internal),
             Kind::Unavailable | Kind::UpstreamUnreachable => (503, C::Unavailable),
             Kind::UpstreamTimeout => (504, C::DeadlineExceeded),
+            Kind::Unauthorized => (401, C::Unauthenticated),
+            Kind::Forbidden => (403, C::PermissionDenied),
+            Kind::TooManyRequests => (429, C::ResourceExhausted),
+            Kind::Overloaded => (503, C::Unavailable),
         }
     }
 
@@ -165,6 +177,8 @@ impl Error {
     pub fn extra_headers(&self) -> &'static [(&'static str, &'static str)] {
         match self.kind {
             Kind::UnsupportedEncoding => &[("Accept-Encoding", "gzip, deflate")],
+            Kind::Unauthorized => &[("WWW-Authenticate", "Bearer")],
+            Kind::TooManyRequests | Kind::Overloaded => &[("Retry-After", "1")],
             _ => &[],
         }
     }

@@ -275,7 +275,11 @@ fn json_access_log_has_one_line_per_request_and_no_tensor_bytes() {
     let mut client = connect(&gw);
     let parent = "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n";
     client
-        .write_all(&post("/v2/models/add_sub/infer", parent, ADD_SUB_JSON.as_bytes()))
+        .write_all(&post(
+            "/v2/models/add_sub/infer",
+            parent,
+            ADD_SUB_JSON.as_bytes(),
+        ))
         .unwrap();
     assert_eq!(read_answer(&mut client).status(), 200);
     drop(client);
@@ -301,7 +305,10 @@ fn json_access_log_has_one_line_per_request_and_no_tensor_bytes() {
     ] {
         assert!(line.contains(field), "{field} missing in {line}");
     }
-    assert!(!text.contains("[1,2]") && !text.contains("4.0,6.0"), "tensor data logged: {text}");
+    assert!(
+        !text.contains("[1,2]") && !text.contains("4.0,6.0"),
+        "tensor data logged: {text}"
+    );
     let _ = std::fs::remove_file(&config);
     let _ = std::fs::remove_file(&log);
 }

@@ -7,6 +7,7 @@ use regex::Regex;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::front::drain::Inflight;
+use crate::front::guard::{bearer, Guard};
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::route::Route;
 use crate::metrics::Metrics;
@@ -22,6 +23,7 @@ pub struct Gateway {
     pub(crate) pool: Arc<Pool>,
     pub(crate) inflight: Arc<Inflight>,
     pub(crate) metrics: Arc<Metrics>,
+    pub(crate) guard: Guard,
     pub(crate) models: ModelCache,
     pub(crate) forward_pattern: Option<Regex>,
 }
@@ -43,6 +45,7 @@ impl Gateway {
         Ok(Gateway {
             models: ModelCache::new(config.upstream.model_info_ttl()),
             pool,
+            guard: Guard::new(&config.auth, &config.limits),
             metrics,
             inflight: Arc::default(),
             forward_pattern,
@@ -148,6 +151,14 @@ impl Gateway {
     }
 
     async fn answer_route(&self, route: &Route, req: &HttpRequest) -> HttpResponse {
+        let credential = bearer(req.header("Authorization"));
+        let _permit = match self
+            .guard
+            .admit(route.group(), credential, req.peer, &self.metrics)
+        {
+            Ok(permit) => permit,
+            Err(error) => return HttpResponse::error(&error),
+        };
         if !route.allows(&req.method) {
             let mut error = Error::method_not_allowed();
             if !route.plain_before_body() {

@@ -15,6 +15,8 @@ pub struct HttpRequest {
     /// Header names as the client wrote them (case preserved, facts §4.3).
     pub headers: Vec<(String, Bytes)>,
     pub body: Bytes,
+    /// The client's IP (rate and concurrency limits), when known.
+    pub peer: Option<std::net::IpAddr>,
 }
 
 impl HttpRequest {

@@ -6,6 +6,7 @@ pub mod admin;
 pub mod drain;
 pub mod endpoints;
 pub mod fanout;
+pub mod guard;
 pub mod handler;
 pub mod http;
 pub mod infer;

@@ -138,6 +138,25 @@ impl Route {
         }
     }
 
+    /// The endpoint group (Triton's `--http-restricted-api` groups, plus
+    /// `admin` for tensorgate's own).
+    pub fn group(&self) -> &'static str {
+        match self {
+            Route::HealthLive | Route::HealthReady | Route::ModelReady(_) => "health",
+            Route::ServerMetadata | Route::ModelMetadata(_) => "metadata",
+            Route::ModelConfig(_) => "model-config",
+            Route::ModelStats(_) => "statistics",
+            Route::Infer(_) | Route::Generate(_) | Route::GenerateStream(_) => "inference",
+            Route::TraceSetting(_) => "trace",
+            Route::Logging => "logging",
+            Route::RepositoryIndex
+            | Route::RepositoryLoad { .. }
+            | Route::RepositoryUnload { .. } => "model-repository",
+            Route::SystemShm { .. } | Route::CudaShm { .. } => "shared-memory",
+            Route::Backends => "admin",
+        }
+    }
+
     /// The model a route is about, if any.
     pub fn model(&self) -> Option<&str> {
         match self {

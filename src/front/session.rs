@@ -87,6 +87,10 @@ impl ProxyHttp for GatewayService {
             path,
             headers,
             body,
+            peer: session
+                .client_addr()
+                .and_then(|a| a.as_inet())
+                .map(|a| a.ip()),
         };
         let response = self.gateway.handle_route(&route, &request).await;
         self.answer(session, response, false).await

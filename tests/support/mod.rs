@@ -85,6 +85,7 @@ pub async fn send(
             .map(|(n, v)| (n.to_string(), Bytes::copy_from_slice(v.as_bytes())))
             .collect(),
         body,
+        peer: None,
     };
     gateway.handle(request).await
 }

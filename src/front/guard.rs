@@ -1,0 +1,368 @@
+//! Who may call what, and how much: API keys per endpoint group (401/403),
+//! per-client rate and concurrency limits (429 + `Retry-After`) and the
+//! global in-flight cap (503 + `Retry-After`, rather than unbounded
+//! queueing). Runs once per request, after classification and before any
+//! upstream call. Keys come from the config and from a keys file that is
+//! re-read when it changes (rotation without restart).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use pingora_limits::inflight::{Guard as InflightSlot, Inflight};
+use pingora_limits::rate::Rate;
+
+use crate::config::{Auth, Limits};
+use crate::error::{Error, Kind, Result};
+use crate::metrics::Metrics;
+
+/// Groups a key may call (`None`: all).
+type Keys = HashMap<String, Option<Vec<String>>>;
+
+pub struct Guard {
+    open_groups: Vec<String>,
+    inline: Keys,
+    file: Option<KeysFile>,
+    rate_limit: u64,
+    rate: Rate,
+    concurrency_limit: u64,
+    per_client: Inflight,
+    max_inflight: i64,
+    inflight: Arc<AtomicI64>,
+}
+
+/// What an admitted request holds until it is answered.
+pub struct Permit {
+    _client: Option<InflightSlot>,
+    _global: Option<GlobalSlot>,
+}
+
+struct GlobalSlot(Arc<AtomicI64>);
+
+impl Drop for GlobalSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
+    }
+}
+
+struct KeysFile {
+    path: PathBuf,
+    check_every: Duration,
+    state: Mutex<FileState>,
+}
+
+struct FileState {
+    checked: Option<Instant>,
+    modified: Option<SystemTime>,
+    keys: Arc<Keys>,
+}
+
+impl Guard {
+    pub fn new(auth: &Auth, limits: &Limits) -> Guard {
+        let inline = auth
+            .keys
+            .iter()
+            .map(|k| {
+                (
+                    k.key.clone(),
+                    (!k.groups.is_empty()).then(|| k.groups.clone()),
+                )
+            })
+            .collect();
+        Guard {
+            open_groups: auth.open_groups.clone(),
+            inline,
+            file: auth.keys_file.clone().map(|path| KeysFile {
+                path,
+                check_every: Duration::from_millis(auth.keys_file_check_ms),
+                state: Mutex::new(FileState {
+                    checked: None,
+                    modified: None,
+                    keys: Arc::default(),
+                }),
+            }),
+            rate_limit: limits.rate_per_client,
+            rate: Rate::new(Duration::from_secs(1)),
+            concurrency_limit: limits.concurrency_per_client,
+            per_client: Inflight::new(),
+            max_inflight: limits.max_inflight as i64,
+            inflight: Arc::default(),
+        }
+    }
+
+    fn auth_enabled(&self) -> bool {
+        self.file.is_some() || !self.inline.is_empty()
+    }
+
+    /// Admits a request to `group` from `peer` with `credential` (the
+    /// bearer token), or says why not (and counts the refusal).
+    pub fn admit(
+        &self,
+        group: &str,
+        credential: Option<&str>,
+        peer: Option<IpAddr>,
+        metrics: &Metrics,
+    ) -> Result<Permit> {
+        let refuse = |reason: &str, error: Error| {
+            metrics.rejected.with_label_values(&[reason]).inc();
+            Err(error)
+        };
+        if let Err(e) = self.authorize(group, credential) {
+            return refuse("auth", e);
+        }
+        let global = if self.max_inflight > 0 {
+            let slot = GlobalSlot(self.inflight.clone());
+            if self.inflight.fetch_add(1, SeqCst) + 1 > self.max_inflight {
+                return refuse(
+                    "overload",
+                    Error::new(
+                        Kind::Overloaded,
+                        "tensorgate is at its in-flight limit; retry later",
+                    ),
+                );
+            }
+            Some(slot)
+        } else {
+            None
+        };
+        let client = credential
+            .map(|c| format!("key:{c}"))
+            .or_else(|| peer.map(|p| format!("ip:{p}")))
+            .unwrap_or_default();
+        if self.rate_limit > 0 && self.rate.observe(&client, 1) as u64 > self.rate_limit {
+            return refuse(
+                "rate",
+                Error::new(
+                    Kind::TooManyRequests,
+                    format!(
+                        "rate limit of {} requests per second exceeded",
+                        self.rate_limit
+                    ),
+                ),
+            );
+        }
+        let slot = if self.concurrency_limit > 0 {
+            let (slot, now) = self.per_client.incr(&client, 1);
+            if now as u64 > self.concurrency_limit {
+                return refuse(
+                    "concurrency",
+                    Error::new(
+                        Kind::TooManyRequests,
+                        format!(
+                            "concurrency limit of {} requests in flight exceeded",
+                            self.concurrency_limit
+                        ),
+                    ),
+                );
+            }
+            Some(slot)
+        } else {
+            None
+        };
+        Ok(Permit {
+            _client: slot,
+            _global: global,
+        })
+    }
+
+    fn authorize(&self, group: &str, credential: Option<&str>) -> Result<()> {
+        if !self.auth_enabled() || self.open_groups.iter().any(|g| g == group) {
+            return Ok(());
+        }
+        let Some(key) = credential else {
+            return Err(Error::new(
+                Kind::Unauthorized,
+                format!("an API key is required for the '{group}' endpoints"),
+            ));
+        };
+        let file_keys = self.file.as_ref().map(KeysFile::current);
+        let allowed = self
+            .inline
+            .get(key)
+            .or_else(|| file_keys.as_ref().and_then(|k| k.get(key)));
+        match allowed {
+            None => Err(Error::new(Kind::Unauthorized, "invalid API key")),
+            Some(Some(groups)) if !groups.iter().any(|g| g == group) => Err(Error::new(
+                Kind::Forbidden,
+                format!("this API key may not call the '{group}' endpoints"),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+impl KeysFile {
+    /// The keys, re-read when the file's modification time changed (looked
+    /// at most every `check_every`). A file that cannot be read keeps
+    /// the previous keys (and says so in the log).
+    fn current(&self) -> Arc<Keys> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state
+            .checked
+            .is_some_and(|t| t.elapsed() < self.check_every)
+        {
+            return state.keys.clone();
+        }
+        state.checked = Some(Instant::now());
+        let modified = std::fs::metadata(&self.path)
+            .and_then(|m| m.modified())
+            .ok();
+        if modified.is_some() && modified != state.modified {
+            match std::fs::read_to_string(&self.path) {
+                Ok(text) => {
+                    state.keys = Arc::new(parse_keys(&text));
+                    state.modified = modified;
+                    tracing::info!(file = %self.path.display(), keys = state.keys.len(), "API keys loaded");
+                }
+                Err(e) => {
+                    tracing::error!(file = %self.path.display(), error = %e, "cannot read the keys file; keeping the previous keys")
+                }
+            }
+        }
+        state.keys.clone()
+    }
+}
+
+/// `<key> [group,group...]` per line; blank lines and `#` comments skipped.
+pub fn parse_keys(text: &str) -> Keys {
+    text.lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let mut parts = l.split_whitespace();
+            let key = parts.next().unwrap_or_default().to_string();
+            let groups: Vec<String> = parts
+                .flat_map(|p| p.split(','))
+                .filter(|g| !g.is_empty())
+                .map(str::to_string)
+                .collect();
+            (key, (!groups.is_empty()).then_some(groups))
+        })
+        .collect()
+}
+
+/// The bearer token of an `Authorization` header value.
+pub fn bearer(value: Option<&[u8]>) -> Option<&str> {
+    let value = std::str::from_utf8(value?).ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ApiKey;
+
+    fn guard(keys: &[(&str, &[&str])], limits: Limits) -> Guard {
+        let auth = Auth {
+            keys: keys
+                .iter()
+                .map(|(k, g)| ApiKey {
+                    key: k.to_string(),
+                    groups: g.iter().map(|s| s.to_string()).collect(),
+                })
+                .collect(),
+            ..Auth::default()
+        };
+        Guard::new(&auth, &limits)
+    }
+
+    fn status(r: Result<Permit>) -> u16 {
+        r.map_or_else(|e| e.status(), |_| 200)
+    }
+
+    #[test]
+    fn keys_open_forbid_and_refuse_by_group() {
+        let g = guard(
+            &[("all", &[]), ("infer-only", &["inference"])],
+            Limits::default(),
+        );
+        let m = Metrics::new();
+        assert_eq!(status(g.admit("health", None, None, &m)), 200);
+        assert_eq!(status(g.admit("inference", None, None, &m)), 401);
+        assert_eq!(status(g.admit("inference", Some("nope"), None, &m)), 401);
+        assert_eq!(
+            status(g.admit("inference", Some("infer-only"), None, &m)),
+            200
+        );
+        assert_eq!(
+            status(g.admit("model-repository", Some("infer-only"), None, &m)),
+            403
+        );
+        assert_eq!(
+            status(g.admit("model-repository", Some("all"), None, &m)),
+            200
+        );
+    }
+
+    #[test]
+    fn without_keys_everything_is_open() {
+        let g = guard(&[], Limits::default());
+        assert_eq!(
+            status(g.admit("model-repository", None, None, &Metrics::new())),
+            200
+        );
+    }
+
+    #[test]
+    fn concurrency_and_global_caps_hold_until_permits_drop() {
+        let limits = Limits {
+            concurrency_per_client: 2,
+            max_inflight: 3,
+            ..Limits::default()
+        };
+        let g = guard(&[], limits);
+        let m = Metrics::new();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let p1 = g.admit("inference", None, Some(a), &m).unwrap();
+        let _p2 = g.admit("inference", None, Some(a), &m).unwrap();
+        assert_eq!(status(g.admit("inference", None, Some(a), &m)), 429);
+        let _p3 = g.admit("inference", None, Some(b), &m).unwrap();
+        assert_eq!(status(g.admit("inference", None, Some(b), &m)), 503);
+        drop(p1);
+        assert_eq!(status(g.admit("inference", None, Some(a), &m)), 200);
+    }
+
+    #[test]
+    fn the_rate_limit_counts_per_client() {
+        let g = guard(
+            &[],
+            Limits {
+                rate_per_client: 5,
+                ..Limits::default()
+            },
+        );
+        let m = Metrics::new();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let answers: Vec<u16> = (0..8)
+            .map(|_| status(g.admit("inference", None, Some(a), &m)))
+            .collect();
+        assert_eq!(
+            answers.iter().filter(|s| **s == 200).count(),
+            5,
+            "{answers:?}"
+        );
+        assert_eq!(answers.iter().filter(|s| **s == 429).count(), 3);
+        let other: IpAddr = "10.0.0.9".parse().unwrap();
+        assert_eq!(status(g.admit("inference", None, Some(other), &m)), 200);
+    }
+
+    #[test]
+    fn keys_files_parse_with_groups_and_comments() {
+        let keys = parse_keys("# ops\nk1\nk2 inference,metadata  # clients\n\n");
+        assert_eq!(keys.get("k1"), Some(&None));
+        assert_eq!(
+            keys.get("k2"),
+            Some(&Some(vec!["inference".to_string(), "metadata".to_string()]))
+        );
+        assert_eq!(bearer(Some(b"Bearer abc")), Some("abc"));
+        assert_eq!(bearer(Some(b"Basic abc")), None);
+    }
+}
