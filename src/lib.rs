@@ -14,6 +14,7 @@ pub mod demo;
 pub mod error;
 pub mod front;
 pub mod model;
+pub mod passthrough;
 pub mod proto;
 pub mod translate;
 pub mod upstream;
