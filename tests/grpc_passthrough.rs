@@ -33,7 +33,13 @@ struct Fleet {
     demos: Vec<DemoUpstream>,
     gateway: Arc<Gateway>,
     client: Client,
-    _stop: oneshot::Sender<()>,
+    server: Server,
+}
+
+/// The running passthrough: stop it, then await it.
+struct Server {
+    stop: oneshot::Sender<()>,
+    done: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
 }
 
 impl Fleet {
@@ -46,12 +52,12 @@ impl Fleet {
             demos.push(demo);
         }
         let addresses = demos.iter().map(|d| d.local_addr().to_string()).collect();
-        let (gateway, client, stop) = passthrough(addresses).await;
+        let (gateway, client, server) = passthrough(addresses).await;
         Fleet {
             demos,
             gateway,
             client,
-            _stop: stop,
+            server,
         }
     }
 
@@ -62,7 +68,7 @@ impl Fleet {
 
 /// A gateway over `addresses` with its passthrough on a port-0 listener;
 /// returns once the pool's first health pass is done.
-async fn passthrough(addresses: Vec<String>) -> (Arc<Gateway>, Client, oneshot::Sender<()>) {
+async fn passthrough(addresses: Vec<String>) -> (Arc<Gateway>, Client, Server) {
     let mut config = Config::default();
     config.upstream.addresses = addresses;
     config.upstream.health.interval_ms = 50;
@@ -70,7 +76,7 @@ async fn passthrough(addresses: Vec<String>) -> (Arc<Gateway>, Client, oneshot::
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(tensorgate::passthrough::serve(
+    let done = tokio::spawn(tensorgate::passthrough::serve(
         gateway.clone(),
         listener,
         async move {
@@ -78,7 +84,7 @@ async fn passthrough(addresses: Vec<String>) -> (Arc<Gateway>, Client, oneshot::
         },
     ));
     gateway.pool().started().await;
-    (gateway, connect(addr).await, stop)
+    (gateway, connect(addr).await, Server { stop, done })
 }
 
 async fn connect(addr: SocketAddr) -> Client {
@@ -297,7 +303,7 @@ async fn no_ready_backend_is_an_unavailable_status() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let (_gateway, mut client, _stop) = passthrough(vec![addr.to_string()]).await;
+    let (_gateway, mut client, _server) = passthrough(vec![addr.to_string()]).await;
     let status = client
         .model_infer(add_sub(&[1.0], &[1.0]))
         .await
@@ -483,6 +489,30 @@ async fn repository_control_fans_out_and_lists_the_backends() {
         .await
         .unwrap();
     assert!(ready.into_inner().ready);
+}
+
+#[tokio::test]
+async fn shutdown_lets_open_calls_finish() {
+    let mut fleet = Fleet::start().await;
+    let mut responses = fleet
+        .client
+        .model_stream_infer(tokio_stream::iter([repeat(4, 50)]))
+        .await
+        .expect("stream opens")
+        .into_inner();
+    let first = responses.next().await.expect("a response").expect("ok");
+    assert_eq!(first.infer_response.unwrap().id, "repeat4");
+    let Server { stop, done } = fleet.server;
+    stop.send(()).unwrap();
+    let mut rest = 0;
+    while let Some(message) = responses.next().await {
+        message.expect("the stream finishes cleanly");
+        rest += 1;
+    }
+    assert_eq!(rest, 3);
+    done.await.unwrap().expect("the server stops cleanly");
+    let refused = fleet.client.server_live(ServerLiveRequest {}).await;
+    assert!(refused.is_err(), "no new calls after shutdown");
 }
 
 #[test]

@@ -43,10 +43,10 @@ pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
     http.add_tcp(&config.server.listen);
     server.add_service(http);
     if let Some(grpc) = grpc {
+        tracing::info!(listen = %grpc.addr, "gRPC passthrough listening");
         let mut background = background_service("grpc passthrough", grpc);
         background.threads = Some(config.server.threads);
         server.add_service(background);
-        tracing::info!(listen = ?config.grpc.listen, "gRPC passthrough listening");
     }
     tracing::info!(listen = %config.server.listen, upstream = ?config.upstream.addresses, "tensorgate listening");
     server.run_forever()
@@ -56,6 +56,7 @@ pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
 /// socket until pingora's shutdown flips, then lets open calls finish.
 struct GrpcListener {
     gateway: Arc<Gateway>,
+    addr: std::net::SocketAddr,
     /// Bound up front; taken by the service when it starts.
     listener: Mutex<Option<std::net::TcpListener>>,
 }
@@ -65,8 +66,12 @@ impl GrpcListener {
         let listener = std::net::TcpListener::bind(listen)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(|e| format!("cannot listen for gRPC on {listen}: {e}"))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| format!("cannot listen for gRPC on {listen}: {e}"))?;
         Ok(GrpcListener {
             gateway,
+            addr,
             listener: Mutex::new(Some(listener)),
         })
     }
