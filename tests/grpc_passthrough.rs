@@ -52,7 +52,7 @@ impl Fleet {
             demos.push(demo);
         }
         let addresses = demos.iter().map(|d| d.local_addr().to_string()).collect();
-        let (gateway, client, server) = passthrough(addresses).await;
+        let (gateway, client, server) = passthrough(addresses, |_| {}).await;
         Fleet {
             demos,
             gateway,
@@ -68,10 +68,14 @@ impl Fleet {
 
 /// A gateway over `addresses` with its passthrough on a port-0 listener;
 /// returns once the pool's first health pass is done.
-async fn passthrough(addresses: Vec<String>) -> (Arc<Gateway>, Client, Server) {
+async fn passthrough(
+    addresses: Vec<String>,
+    tweak: impl FnOnce(&mut Config),
+) -> (Arc<Gateway>, Client, Server) {
     let mut config = Config::default();
     config.upstream.addresses = addresses;
     config.upstream.health.interval_ms = 50;
+    tweak(&mut config);
     let gateway = Arc::new(Gateway::new(config).expect("valid config"));
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
     let addr = listener.local_addr().unwrap();
@@ -303,7 +307,7 @@ async fn no_ready_backend_is_an_unavailable_status() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let (_gateway, mut client, _server) = passthrough(vec![addr.to_string()]).await;
+    let (_gateway, mut client, _server) = passthrough(vec![addr.to_string()], |_| {}).await;
     let status = client
         .model_infer(add_sub(&[1.0], &[1.0]))
         .await
@@ -489,6 +493,44 @@ async fn repository_control_fans_out_and_lists_the_backends() {
         .await
         .unwrap();
     assert!(ready.into_inner().ready);
+}
+
+fn identity_fp32(elements: usize) -> ModelInferRequest {
+    ModelInferRequest {
+        model_name: "identity_fp32".into(),
+        inputs: vec![input("INPUT0", "FP32", &[1, elements as i64])],
+        raw_input_contents: vec![Bytes::from(vec![0u8; elements * 4])],
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn message_size_limits_apply_on_the_server_side() {
+    // Default limit (512 MiB): a 5 MiB tensor passes both ways, where
+    // tonic's own default (4 MiB) would refuse it.
+    let fleet = Fleet::start().await;
+    let mut client = fleet.client.clone().max_decoding_message_size(64 << 20);
+    let response = client
+        .model_infer(identity_fp32(5 << 18))
+        .await
+        .expect("a 5 MiB tensor passes")
+        .into_inner();
+    assert_eq!(response.raw_output_contents[0].len(), 5 << 20);
+
+    let demo = DemoUpstream::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let (_gateway, mut client, _server) = passthrough(vec![demo.local_addr().to_string()], |c| {
+        c.upstream.max_message_bytes = 64 << 10;
+    })
+    .await;
+    let status = client
+        .model_infer(identity_fp32(32 << 10))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    assert!(status.message().contains("too large"), "{status:?}");
+    assert_eq!(demo.infer_count(), 0, "never sent upstream");
 }
 
 #[tokio::test]
