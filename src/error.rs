@@ -157,6 +157,12 @@ impl Error {
         self.kind.status().0
     }
 
+    /// The gRPC status a gRPC client gets (the passthrough): the table's
+    /// code, the message verbatim.
+    pub fn to_status(&self) -> tonic::Status {
+        tonic::Status::new(self.kind.status().1, self.message.clone())
+    }
+
     pub fn content_type(&self) -> &'static str {
         match self.ct {
             ErrorCt::Json => "application/json",
@@ -228,6 +234,31 @@ mod tests {
         for (code, http) in cases {
             assert_eq!(Kind::from_grpc(code).status().0, http, "{code:?}");
         }
+    }
+
+    #[test]
+    fn upstream_statuses_round_trip_to_grpc() {
+        use tonic::Code as C;
+        let codes = [
+            C::InvalidArgument,
+            C::NotFound,
+            C::Internal,
+            C::Unavailable,
+            C::Unimplemented,
+            C::Unknown,
+            C::AlreadyExists,
+            C::FailedPrecondition,
+            C::ResourceExhausted,
+            C::PermissionDenied,
+        ];
+        for code in codes {
+            let upstream = tonic::Status::new(code, "as the server said");
+            let status = Error::from_status(&upstream).to_status();
+            assert_eq!(status.code(), code);
+            assert_eq!(status.message(), "as the server said");
+        }
+        let ours = Error::new(Kind::UpstreamTimeout, "late").to_status();
+        assert_eq!(ours.code(), C::DeadlineExceeded);
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod error;
 pub mod front;
 pub mod metrics;
 pub mod model;
+pub mod passthrough;
 pub mod proto;
 pub mod trace;
 pub mod translate;

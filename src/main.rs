@@ -87,7 +87,12 @@ fn main() -> ExitCode {
         }
     }
     match Gateway::new(config) {
-        Ok(gateway) => tensorgate::front::server::run(gateway),
+        Ok(gateway) => match tensorgate::front::server::run(gateway) {
+            Err(message) => {
+                eprintln!("tensorgate: {message}");
+                ExitCode::from(1)
+            }
+        },
         Err(message) => {
             eprintln!("tensorgate: invalid configuration: {message}");
             ExitCode::from(2)

@@ -22,12 +22,12 @@ pub struct Inflight {
 }
 
 /// One request in flight; leaving decrements (and wakes the drain at zero).
-pub struct InflightGuard<'a>(&'a Inflight);
+pub struct InflightGuard(Arc<Inflight>);
 
 impl Inflight {
-    pub fn enter(&self) -> InflightGuard<'_> {
+    pub fn enter(self: &Arc<Self>) -> InflightGuard {
         self.count.fetch_add(1, SeqCst);
-        InflightGuard(self)
+        InflightGuard(self.clone())
     }
 
     pub fn count(&self) -> usize {
@@ -46,7 +46,7 @@ impl Inflight {
     }
 }
 
-impl Drop for InflightGuard<'_> {
+impl Drop for InflightGuard {
     fn drop(&mut self) {
         if self.0.count.fetch_sub(1, SeqCst) == 1 {
             self.0.idle.notify_waiters();

@@ -3,22 +3,41 @@
 //! is placed fleet-wide, and the answer says which backends succeeded.
 //! Each backend that answered has its model list refreshed at once, so
 //! model-aware routing follows without waiting for the next refresh.
+//! The core ([`Gateway::control_repository`]) serves both fronts; the HTTP
+//! answer is rendered here, the gRPC one in `passthrough`.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::task::JoinSet;
+use tonic::metadata::MetadataMap;
 
 use crate::error::{Error, Result};
 use crate::front::handler::Gateway;
 use crate::front::http::HttpResponse;
 use crate::proto::inference as pb;
-use crate::upstream::call::{request, rpc};
-use crate::upstream::{health, Lease, Pool, Target};
+use crate::upstream::{health, Client, Lease, Pool, Target};
 
 #[derive(Clone)]
 pub enum Control {
     Load(pb::RepositoryModelLoadRequest),
     Unload(pb::RepositoryModelUnloadRequest),
+}
+
+/// How the upstream calls are made: the HTTP front uses the defaults, the
+/// gRPC passthrough the client's deadline and metadata.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    pub deadline: Option<Duration>,
+    pub metadata: MetadataMap,
+}
+
+/// What a successful repository control did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    /// With fan-out: `ADDRESS=ok` per backend, in address order.
+    pub backends: Option<String>,
 }
 
 /// One backend's outcome.
@@ -28,36 +47,88 @@ struct Outcome {
 }
 
 impl Gateway {
+    /// Load or unload for the HTTP front: Triton's empty 200, plus
+    /// `Tensorgate-Backends` after a fan-out.
     pub(crate) async fn repository_control(
         &self,
         model: &str,
         control: Control,
     ) -> Result<HttpResponse> {
+        let placed = self
+            .control_repository(model, control, &CallOptions::default())
+            .await?;
+        let mut response = HttpResponse::empty(200, "application/json");
+        if let Some(backends) = placed.backends {
+            response.headers.push(("Tensorgate-Backends", backends));
+        }
+        Ok(response)
+    }
+
+    /// Load or unload on every ready backend (`upstream.fanout_repository`)
+    /// or on one serving the model; shared by both fronts.
+    pub(crate) async fn control_repository(
+        &self,
+        model: &str,
+        control: Control,
+        options: &CallOptions,
+    ) -> Result<Placed> {
         self.models.invalidate(model);
         let result = if self.config.upstream.fanout_repository {
-            fan_out(&self.pool, control).await
+            fan_out(&self.pool, control, options).await
         } else {
-            one(&self.pool, model, control).await
+            one(&self.pool, model, &control, options).await
         };
         self.models.invalidate(model);
         result
     }
 }
 
+impl Control {
+    /// One attempt on `client`, with the deadline and the metadata.
+    fn send(
+        &self,
+        mut client: Client,
+        timeout: Duration,
+        metadata: &MetadataMap,
+    ) -> impl Future<Output = Result<tonic::Response<()>, tonic::Status>> + 'static {
+        let control = self.clone();
+        let metadata = metadata.clone();
+        async move {
+            match control {
+                Control::Load(r) => client
+                    .repository_model_load(with(r, timeout, metadata))
+                    .await
+                    .map(|r| r.map(drop)),
+                Control::Unload(r) => client
+                    .repository_model_unload(with(r, timeout, metadata))
+                    .await
+                    .map(|r| r.map(drop)),
+            }
+        }
+    }
+}
+
+fn with<T>(message: T, timeout: Duration, metadata: MetadataMap) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    *request.metadata_mut() = metadata;
+    request.set_timeout(timeout);
+    request
+}
+
 /// Sends to one backend (fan-out disabled).
-async fn one(pool: &Pool, model: &str, control: Control) -> Result<HttpResponse> {
+async fn one(pool: &Pool, model: &str, control: &Control, options: &CallOptions) -> Result<Placed> {
     let target = Target {
         model: Some(model),
         sequence: None,
     };
-    match control {
-        Control::Load(r) => rpc!(pool, target, repository_model_load, r).map(|_| ())?,
-        Control::Unload(r) => rpc!(pool, target, repository_model_unload, r).map(|_| ())?,
-    }
-    Ok(HttpResponse::empty(200, "application/json"))
+    pool.call(&target, options.deadline, |client, timeout| {
+        control.send(client, timeout, &options.metadata)
+    })
+    .await?;
+    Ok(Placed { backends: None })
 }
 
-async fn fan_out(pool: &Arc<Pool>, control: Control) -> Result<HttpResponse> {
+async fn fan_out(pool: &Arc<Pool>, control: Control, options: &CallOptions) -> Result<Placed> {
     pool.started().await;
     let leases = pool.leases_all();
     if leases.is_empty() {
@@ -68,7 +139,12 @@ async fn fan_out(pool: &Arc<Pool>, control: Control) -> Result<HttpResponse> {
     }
     let mut tasks = JoinSet::new();
     for lease in leases {
-        tasks.spawn(control_one(pool.clone(), lease, control.clone()));
+        tasks.spawn(control_one(
+            pool.clone(),
+            lease,
+            control.clone(),
+            options.clone(),
+        ));
     }
     let mut outcomes = Vec::new();
     while let Some(joined) = tasks.join_next().await {
@@ -78,24 +154,19 @@ async fn fan_out(pool: &Arc<Pool>, control: Control) -> Result<HttpResponse> {
     answer(outcomes)
 }
 
-async fn control_one(pool: Arc<Pool>, lease: Lease, control: Control) -> Outcome {
-    let deadline = pool.deadline(None);
-    let result = match control {
-        Control::Load(r) => pool
-            .call_on(&lease, deadline, &|mut c: crate::upstream::Client, t| {
-                let r = r.clone();
-                async move { c.repository_model_load(request(r, t)).await }
-            })
-            .await
-            .map(|_| ()),
-        Control::Unload(r) => pool
-            .call_on(&lease, deadline, &|mut c: crate::upstream::Client, t| {
-                let r = r.clone();
-                async move { c.repository_model_unload(request(r, t)).await }
-            })
-            .await
-            .map(|_| ()),
-    };
+async fn control_one(
+    pool: Arc<Pool>,
+    lease: Lease,
+    control: Control,
+    options: CallOptions,
+) -> Outcome {
+    let deadline = pool.deadline(options.deadline);
+    let result = pool
+        .call_on(&lease, deadline, &|client, timeout| {
+            control.send(client, timeout, &options.metadata)
+        })
+        .await
+        .map(drop);
     health::refresh_models(lease.backend(), pool.settings().health_timeout).await;
     Outcome {
         address: lease.addr().to_string(),
@@ -103,11 +174,11 @@ async fn control_one(pool: Arc<Pool>, lease: Lease, control: Control) -> Outcome
     }
 }
 
-/// All succeeded: Triton's empty 200, plus `Tensorgate-Backends` listing
-/// them. All failed: the first error, verbatim (a one-backend group
+/// All succeeded: the backends listed (the HTTP front's
+/// `Tensorgate-Backends`). All failed: the first error, verbatim (a one-backend group
 /// answers exactly as its server). Some failed: that error's status with
 /// a message naming who failed and who succeeded.
-fn answer(outcomes: Vec<Outcome>) -> Result<HttpResponse> {
+fn answer(outcomes: Vec<Outcome>) -> Result<Placed> {
     let summary: Vec<String> = outcomes
         .iter()
         .map(|o| {
@@ -128,11 +199,9 @@ fn answer(outcomes: Vec<Outcome>) -> Result<HttpResponse> {
         .filter_map(|o| o.result.as_ref().err().map(|e| (o.address.as_str(), e)))
         .collect();
     let Some((_, first)) = failed.first() else {
-        let mut response = HttpResponse::empty(200, "application/json");
-        response
-            .headers
-            .push(("Tensorgate-Backends", summary.join(", ")));
-        return Ok(response);
+        return Ok(Placed {
+            backends: Some(summary.join(", ")),
+        });
     };
     if ok.is_empty() {
         return Err((*first).clone());
@@ -168,8 +237,7 @@ mod tests {
     #[test]
     fn all_ok_lists_every_backend() {
         let r = answer(vec![outcome("a:1", Ok(())), outcome("b:1", Ok(()))]).unwrap();
-        assert_eq!(r.status, 200);
-        assert_eq!(r.header("Tensorgate-Backends"), Some("a:1=ok, b:1=ok"));
+        assert_eq!(r.backends.as_deref(), Some("a:1=ok, b:1=ok"));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::front::handler::Gateway;
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::route::ModelRef;
 use crate::model::{InferRequest, ModelInfo, Param};
+use crate::translate::sequence::sequence_key;
 use crate::translate::{checks, from_grpc, to_grpc};
 use crate::upstream::call::rpc;
 use crate::upstream::Target;
@@ -53,13 +54,13 @@ impl Gateway {
     /// `ModelInfer` on a backend serving the model (the sequence's own
     /// backend for sequence requests), within the request's deadline.
     async fn call_infer(&self, request: &InferRequest) -> Result<crate::model::InferResponse> {
-        let sequence = sequence_key(request);
+        let message = to_grpc::model_infer(request);
+        let sequence = sequence_key(&message);
         let target = Target {
             model: Some(&request.model_name),
             sequence: sequence.as_deref(),
         };
         let deadline = requested_timeout(request);
-        let message = to_grpc::model_infer(request);
         let response = rpc!(self.pool, target, deadline, model_infer, message)?;
         Ok(from_grpc::model_infer(response, &request.id))
     }
@@ -151,21 +152,6 @@ impl Gateway {
         let info = Arc::new(info);
         self.models.put(&model.name, &model.version, info.clone());
         Ok(Some(info))
-    }
-}
-
-/// The sticky key of a sequence request: its non-zero `sequence_id`.
-fn sequence_key(request: &InferRequest) -> Option<Vec<u8>> {
-    let (_, id) = request
-        .parameters
-        .iter()
-        .find(|(k, _)| k == "sequence_id")?;
-    match id {
-        Param::Uint64(0) | Param::Int64(0) => None,
-        Param::Uint64(n) => Some(n.to_string().into_bytes()),
-        Param::Int64(n) => Some(n.to_string().into_bytes()),
-        Param::String(s) if !s.is_empty() => Some(s.clone().into_bytes()),
-        _ => None,
     }
 }
 

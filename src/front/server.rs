@@ -1,23 +1,32 @@
 //! Builds and runs the pingora server: one HTTP service (h1 + h2c) bound to
-//! the configured address, with a grace period that suits Kubernetes.
+//! the configured address, the gRPC passthrough (`grpc.listen`) as a
+//! background service beside it, and a grace period that suits Kubernetes.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use async_trait::async_trait;
 use pingora_core::apps::HttpServerOptions;
 use pingora_core::server::configuration::ServerConf;
-use pingora_core::server::Server;
+use pingora_core::server::{Server, ShutdownWatch};
+use pingora_core::services::background::{background_service, BackgroundService};
 
 use crate::front::admin::AdminApp;
 use crate::front::drain::DrainService;
 use crate::front::handler::Gateway;
 use crate::front::session::GatewayService;
 use pingora_core::apps::http_app::HttpServer;
-use pingora_core::services::background::background_service;
 use pingora_core::services::listening::Service;
 
-/// Runs the gateway until the process is told to stop. Never returns.
-pub fn run(gateway: Gateway) -> ! {
+/// Runs the gateway until the process is told to stop. Returns only when
+/// a listener cannot be set up.
+pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
     let config = gateway.config().clone();
+    let gateway = Arc::new(gateway);
+    // Bound before pingora starts, so a taken port is reported plainly.
+    let grpc = match &config.grpc.listen {
+        Some(listen) => Some(GrpcListener::bind(gateway.clone(), listen)?),
+        None => None,
+    };
     let conf = ServerConf {
         threads: config.server.threads,
         grace_period_seconds: Some(config.server.grace_period_seconds),
@@ -27,7 +36,6 @@ pub fn run(gateway: Gateway) -> ! {
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    let gateway = Arc::new(gateway);
     let drain = DrainService {
         inflight: gateway.inflight().clone(),
     };
@@ -49,6 +57,61 @@ pub fn run(gateway: Gateway) -> ! {
     }
     http.add_tcp(&config.server.listen);
     server.add_service(http);
+    if let Some(grpc) = grpc {
+        tracing::info!(listen = %grpc.addr, "gRPC passthrough listening");
+        let mut background = background_service("grpc passthrough", grpc);
+        background.threads = Some(config.server.threads);
+        server.add_service(background);
+    }
     tracing::info!(listen = %config.server.listen, upstream = ?config.upstream.addresses, "tensorgate listening");
     server.run_forever()
+}
+
+/// The gRPC passthrough as a pingora background service: serves on its
+/// socket until pingora's shutdown flips, then lets open calls finish.
+struct GrpcListener {
+    gateway: Arc<Gateway>,
+    addr: std::net::SocketAddr,
+    /// Bound up front; taken by the service when it starts.
+    listener: Mutex<Option<std::net::TcpListener>>,
+}
+
+impl GrpcListener {
+    fn bind(gateway: Arc<Gateway>, listen: &str) -> Result<GrpcListener, String> {
+        let listener = std::net::TcpListener::bind(listen)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|e| format!("cannot listen for gRPC on {listen}: {e}"))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| format!("cannot listen for gRPC on {listen}: {e}"))?;
+        Ok(GrpcListener {
+            gateway,
+            addr,
+            listener: Mutex::new(Some(listener)),
+        })
+    }
+}
+
+#[async_trait]
+impl BackgroundService for GrpcListener {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let taken = self.listener.lock().map(|mut l| l.take()).ok().flatten();
+        let Some(listener) = taken else {
+            return;
+        };
+        let listener = match tokio::net::TcpListener::from_std(listener) {
+            Ok(listener) => listener,
+            Err(error) => {
+                tracing::error!(%error, "gRPC passthrough cannot use its socket");
+                return;
+            }
+        };
+        let stop = async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+            tracing::info!("gRPC passthrough: shutting down, letting open calls finish");
+        };
+        if let Err(error) = crate::passthrough::serve(self.gateway.clone(), listener, stop).await {
+            tracing::error!(%error, "gRPC passthrough stopped");
+        }
+    }
 }

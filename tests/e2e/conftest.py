@@ -174,6 +174,17 @@ def triton_grpc(triton_server):
     return triton_server[1]
 
 
+# The gateway's gRPC passthrough address (set when the gateway starts).
+GATEWAY_GRPC = {}
+
+
+@pytest.fixture(scope="session")
+def gateway_grpc(gateway, triton_grpc):
+    """HOST:PORT of the gateway's gRPC passthrough (Triton's own gRPC port in
+    self-test mode). The gateway binds it before its HTTP port answers."""
+    return GATEWAY_GRPC.get("address", triton_grpc)
+
+
 @pytest.fixture(scope="session")
 def gateway(triton_http, triton_grpc, e2e_tmpdir):
     """Base URL of the gateway (Triton's own HTTP URL in self-test mode)."""
@@ -187,10 +198,12 @@ def gateway(triton_http, triton_grpc, e2e_tmpdir):
                     "TENSORGATE_E2E_SELFTEST=1 to test the harness against Triton alone)"
                     % binary)
     port = free_port()
+    GATEWAY_GRPC["address"] = "127.0.0.1:%d" % free_port()
     log_path = os.path.join(e2e_tmpdir, "tensorgate.log")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [binary, "--upstream", triton_grpc, "--listen", "127.0.0.1:%d" % port],
+            [binary, "--upstream", triton_grpc, "--listen", "127.0.0.1:%d" % port,
+             "--grpc-listen", GATEWAY_GRPC["address"]],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     base = "http://127.0.0.1:%d" % port
     try:

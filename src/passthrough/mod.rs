@@ -1,0 +1,50 @@
+//! The gRPC passthrough: `inference.GRPCInferenceService` served to gRPC
+//! clients (h2c) and relayed, call by call, to the same upstream pool the
+//! HTTP front uses — same balancing, health and model awareness, with the
+//! client's deadline and custom metadata carried along. Messages pass
+//! through unchanged; errors reach the client as gRPC statuses (the
+//! upstream's own code and text, or ours from `error.rs`).
+//!
+//! - `service.rs`: the 20 RPCs and which backend each goes to;
+//! - `unary.rs`: one unary call through [`crate::upstream::Pool::call`];
+//! - `stream.rs`: `ModelStreamInfer`, one backend per stream;
+//! - `metadata.rs`: `grpc-timeout` and which metadata crosses the gateway.
+
+mod metadata;
+mod service;
+mod stream;
+mod unary;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tonic::transport::server::TcpIncoming;
+
+use crate::front::handler::Gateway;
+use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
+
+pub use service::Passthrough;
+
+/// The tonic service, with the upstream message size limit both ways.
+pub fn service(gateway: Arc<Gateway>) -> GrpcInferenceServiceServer<Passthrough> {
+    let limit = gateway.config().upstream.max_message_bytes;
+    GrpcInferenceServiceServer::new(Passthrough::new(gateway))
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(limit)
+}
+
+/// Serves gRPC clients on `listener` (TCP_NODELAY) until `shutdown`
+/// resolves, then stops accepting and lets open calls finish.
+pub async fn serve(
+    gateway: Arc<Gateway>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), tonic::transport::Error> {
+    // TCP_NODELAY: without it large messages stall on delayed ACKs.
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    tonic::transport::Server::builder()
+        .add_service(service(gateway))
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+}

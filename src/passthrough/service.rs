@@ -1,0 +1,237 @@
+//! The `GRPCInferenceService` implementation: where each RPC goes.
+//! Model-scoped calls (`ModelReady`, `ModelMetadata`, `ModelConfig`,
+//! `ModelStatistics` with a name, `ModelInfer`) go to a backend serving
+//! the model — a sequence's own backend for `ModelInfer` with a
+//! `sequence_id`; server-wide calls to any ready backend; repository
+//! load/unload through the same fan-out as the HTTP front. `ServerLive` and
+//! `ServerReady` are answered by the gateway itself, like its HTTP health.
+
+use std::sync::Arc;
+
+use tonic::metadata::MetadataValue;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::metadata;
+use super::stream::ResponseStream;
+use super::unary::{unary, Aim};
+use crate::front::fanout::{CallOptions, Control, Placed};
+use crate::front::handler::Gateway;
+use crate::proto::inference as pb;
+use crate::proto::inference::grpc_inference_service_server::GrpcInferenceService;
+use crate::translate::sequence::sequence_key;
+use crate::upstream::Pool;
+
+type Answer<T> = Result<Response<T>, Status>;
+
+pub struct Passthrough {
+    gateway: Arc<Gateway>,
+}
+
+impl Passthrough {
+    pub fn new(gateway: Arc<Gateway>) -> Passthrough {
+        Passthrough { gateway }
+    }
+
+    pub(super) fn pool(&self) -> &Arc<Pool> {
+        self.gateway.pool()
+    }
+
+    /// Counts a call as in flight (the graceful drain waits for it).
+    pub(super) fn enter(&self) -> crate::front::drain::InflightGuard {
+        self.gateway.inflight().enter()
+    }
+
+    /// Repository load/unload: the HTTP front's core (fan-out or one
+    /// backend); after a fan-out the backends are listed in the
+    /// `tensorgate-backends` response metadata.
+    async fn control<Req, Resp: Default>(
+        &self,
+        request: Request<Req>,
+        model: impl Fn(&Req) -> &str,
+        control: impl Fn(Req) -> Control,
+    ) -> Answer<Resp> {
+        let options = CallOptions {
+            deadline: metadata::deadline(request.metadata()),
+            metadata: metadata::forwarded(request.metadata()),
+        };
+        let message = request.into_inner();
+        let name = model(&message).to_owned();
+        let placed = self
+            .gateway
+            .control_repository(&name, control(message), &options)
+            .await
+            .map_err(|e| e.to_status())?;
+        let mut response = Response::new(Resp::default());
+        if let Placed {
+            backends: Some(backends),
+        } = placed
+        {
+            if let Ok(value) = MetadataValue::try_from(backends) {
+                response.metadata_mut().insert("tensorgate-backends", value);
+            }
+        }
+        Ok(response)
+    }
+}
+
+#[tonic::async_trait]
+impl GrpcInferenceService for Passthrough {
+    /// The gateway is live while it runs.
+    async fn server_live(
+        &self,
+        _: Request<pb::ServerLiveRequest>,
+    ) -> Answer<pb::ServerLiveResponse> {
+        Ok(Response::new(pb::ServerLiveResponse { live: true }))
+    }
+
+    /// Ready while at least one backend is.
+    async fn server_ready(
+        &self,
+        _: Request<pb::ServerReadyRequest>,
+    ) -> Answer<pb::ServerReadyResponse> {
+        let pool = self.pool();
+        pool.started().await;
+        Ok(Response::new(pb::ServerReadyResponse {
+            ready: pool.any_usable(),
+        }))
+    }
+
+    async fn model_ready(
+        &self,
+        request: Request<pb::ModelReadyRequest>,
+    ) -> Answer<pb::ModelReadyResponse> {
+        let aim = Aim::model(&request.get_ref().name);
+        unary!(self, request, aim, model_ready)
+    }
+
+    /// The upstream's own answer: the client talks to the server.
+    async fn server_metadata(
+        &self,
+        request: Request<pb::ServerMetadataRequest>,
+    ) -> Answer<pb::ServerMetadataResponse> {
+        unary!(self, request, Aim::ANY, server_metadata)
+    }
+
+    async fn model_metadata(
+        &self,
+        request: Request<pb::ModelMetadataRequest>,
+    ) -> Answer<pb::ModelMetadataResponse> {
+        let aim = Aim::model(&request.get_ref().name);
+        unary!(self, request, aim, model_metadata)
+    }
+
+    async fn model_infer(
+        &self,
+        request: Request<pb::ModelInferRequest>,
+    ) -> Answer<pb::ModelInferResponse> {
+        let aim = Aim {
+            model: Some(request.get_ref().model_name.clone()),
+            sequence: sequence_key(request.get_ref()),
+        };
+        unary!(self, request, aim, model_infer)
+    }
+
+    type ModelStreamInferStream = ResponseStream;
+
+    async fn model_stream_infer(
+        &self,
+        request: Request<Streaming<pb::ModelInferRequest>>,
+    ) -> Answer<ResponseStream> {
+        self.stream(request).await
+    }
+
+    async fn model_config(
+        &self,
+        request: Request<pb::ModelConfigRequest>,
+    ) -> Answer<pb::ModelConfigResponse> {
+        let aim = Aim::model(&request.get_ref().name);
+        unary!(self, request, aim, model_config)
+    }
+
+    async fn model_statistics(
+        &self,
+        request: Request<pb::ModelStatisticsRequest>,
+    ) -> Answer<pb::ModelStatisticsResponse> {
+        let aim = Aim::model(&request.get_ref().name);
+        unary!(self, request, aim, model_statistics)
+    }
+
+    async fn repository_index(
+        &self,
+        request: Request<pb::RepositoryIndexRequest>,
+    ) -> Answer<pb::RepositoryIndexResponse> {
+        unary!(self, request, Aim::ANY, repository_index)
+    }
+
+    async fn repository_model_load(
+        &self,
+        request: Request<pb::RepositoryModelLoadRequest>,
+    ) -> Answer<pb::RepositoryModelLoadResponse> {
+        self.control(request, |r| &r.model_name, Control::Load)
+            .await
+    }
+
+    async fn repository_model_unload(
+        &self,
+        request: Request<pb::RepositoryModelUnloadRequest>,
+    ) -> Answer<pb::RepositoryModelUnloadResponse> {
+        self.control(request, |r| &r.model_name, Control::Unload)
+            .await
+    }
+
+    async fn system_shared_memory_status(
+        &self,
+        request: Request<pb::SystemSharedMemoryStatusRequest>,
+    ) -> Answer<pb::SystemSharedMemoryStatusResponse> {
+        unary!(self, request, Aim::ANY, system_shared_memory_status)
+    }
+
+    async fn system_shared_memory_register(
+        &self,
+        request: Request<pb::SystemSharedMemoryRegisterRequest>,
+    ) -> Answer<pb::SystemSharedMemoryRegisterResponse> {
+        unary!(self, request, Aim::ANY, system_shared_memory_register)
+    }
+
+    async fn system_shared_memory_unregister(
+        &self,
+        request: Request<pb::SystemSharedMemoryUnregisterRequest>,
+    ) -> Answer<pb::SystemSharedMemoryUnregisterResponse> {
+        unary!(self, request, Aim::ANY, system_shared_memory_unregister)
+    }
+
+    async fn cuda_shared_memory_status(
+        &self,
+        request: Request<pb::CudaSharedMemoryStatusRequest>,
+    ) -> Answer<pb::CudaSharedMemoryStatusResponse> {
+        unary!(self, request, Aim::ANY, cuda_shared_memory_status)
+    }
+
+    async fn cuda_shared_memory_register(
+        &self,
+        request: Request<pb::CudaSharedMemoryRegisterRequest>,
+    ) -> Answer<pb::CudaSharedMemoryRegisterResponse> {
+        unary!(self, request, Aim::ANY, cuda_shared_memory_register)
+    }
+
+    async fn cuda_shared_memory_unregister(
+        &self,
+        request: Request<pb::CudaSharedMemoryUnregisterRequest>,
+    ) -> Answer<pb::CudaSharedMemoryUnregisterResponse> {
+        unary!(self, request, Aim::ANY, cuda_shared_memory_unregister)
+    }
+
+    async fn trace_setting(
+        &self,
+        request: Request<pb::TraceSettingRequest>,
+    ) -> Answer<pb::TraceSettingResponse> {
+        unary!(self, request, Aim::ANY, trace_setting)
+    }
+
+    async fn log_settings(
+        &self,
+        request: Request<pb::LogSettingsRequest>,
+    ) -> Answer<pb::LogSettingsResponse> {
+        unary!(self, request, Aim::ANY, log_settings)
+    }
+}

@@ -1,0 +1,99 @@
+//! One unary RPC relayed through [`Pool::call`]: the backend chosen for
+//! the call's [`Aim`], the client's deadline (capped by the configured
+//! one) and custom metadata sent along, retried elsewhere only when an
+//! attempt provably never reached a backend; the upstream's message and
+//! response metadata returned as they came, failures as gRPC statuses.
+
+use std::future::Future;
+
+use tonic::{Extensions, Request, Response, Status};
+
+use super::metadata;
+use super::service::Passthrough;
+use crate::upstream::{Client, Pool, Target};
+
+/// Which backends may take a call (the owned form of a [`Target`]).
+pub struct Aim {
+    pub model: Option<String>,
+    pub sequence: Option<Vec<u8>>,
+}
+
+impl Aim {
+    /// A server-wide call: any ready backend.
+    pub const ANY: Aim = Aim {
+        model: None,
+        sequence: None,
+    };
+
+    /// A call about one model: a backend serving it (`""`: server-wide).
+    pub fn model(name: &str) -> Aim {
+        Aim {
+            model: (!name.is_empty()).then(|| name.to_owned()),
+            sequence: None,
+        }
+    }
+
+    pub fn target(&self) -> Target<'_> {
+        Target {
+            model: self.model.as_deref(),
+            sequence: self.sequence.as_deref(),
+        }
+    }
+}
+
+impl Passthrough {
+    /// Relays `request` with `rpc` (one generated client method).
+    pub(super) async fn unary<Req, Resp, F, Fut>(
+        &self,
+        request: Request<Req>,
+        aim: Aim,
+        rpc: F,
+    ) -> Result<Response<Resp>, Status>
+    where
+        Req: Clone,
+        F: Fn(Client, Request<Req>) -> Fut,
+        Fut: Future<Output = Result<Response<Resp>, Status>>,
+    {
+        let _inflight = self.enter();
+        let (client_metadata, _, message) = request.into_parts();
+        let deadline = metadata::deadline(&client_metadata);
+        let forwarded = metadata::forwarded(&client_metadata);
+        let pool: &Pool = self.pool();
+        let response = pool
+            .call(&aim.target(), deadline, |client, timeout| {
+                let mut upstream =
+                    Request::from_parts(forwarded.clone(), Extensions::default(), message.clone());
+                upstream.set_timeout(timeout);
+                let call = rpc(client, upstream);
+                // Wrapped once more so that the pool's `into_inner` leaves
+                // us the upstream's response with its metadata.
+                async move { call.await.map(Response::new) }
+            })
+            .await
+            .map_err(|error| {
+                tracing::debug!(code = ?error.kind.status().1, message = %error.message, "gRPC call failed");
+                error.to_status()
+            })?;
+        let (upstream_metadata, message, _) = response.into_parts();
+        Ok(Response::from_parts(
+            metadata::returned(upstream_metadata),
+            message,
+            Extensions::default(),
+        ))
+    }
+}
+
+/// `unary!(self, request, aim, method)`: relays one RPC of the generated
+/// client by name.
+macro_rules! unary {
+    ($self:ident, $request:expr, $aim:expr, $method:ident) => {
+        $self
+            .unary(
+                $request,
+                $aim,
+                |mut client: $crate::upstream::Client, r| async move { client.$method(r).await },
+            )
+            .await
+    };
+}
+pub(super) use unary;

@@ -1,0 +1,581 @@
+//! The gRPC passthrough in-process: two embedded demo upstreams on port 0,
+//! a gateway pooling them, the passthrough served on port 0, and a tonic
+//! client of the generated `GRPCInferenceService`. Balancing, sequences,
+//! statuses, deadlines, streaming and repository fan-out as gRPC clients
+//! see them; plus the real binary serving `--grpc-listen`.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio_stream::StreamExt;
+use tonic::transport::Channel;
+use tonic::{Code, Request};
+
+use tensorgate::config::Config;
+use tensorgate::demo::DemoUpstream;
+use tensorgate::front::http::HttpRequest;
+use tensorgate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
+use tensorgate::proto::inference::infer_parameter::ParameterChoice;
+use tensorgate::proto::inference::model_infer_request::InferInputTensor;
+use tensorgate::proto::inference::*;
+use tensorgate::Gateway;
+
+type Client = GrpcInferenceServiceClient<Channel>;
+
+/// Two demo upstreams, a gateway over both and its gRPC passthrough.
+struct Fleet {
+    demos: Vec<DemoUpstream>,
+    gateway: Arc<Gateway>,
+    client: Client,
+    server: Server,
+}
+
+/// The running passthrough: stop it, then await it.
+struct Server {
+    stop: oneshot::Sender<()>,
+    done: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+impl Fleet {
+    async fn start() -> Fleet {
+        let mut demos = Vec::new();
+        for _ in 0..2 {
+            let demo = DemoUpstream::start("127.0.0.1:0".parse().unwrap())
+                .await
+                .expect("demo upstream starts");
+            demos.push(demo);
+        }
+        let addresses = demos.iter().map(|d| d.local_addr().to_string()).collect();
+        let (gateway, client, server) = passthrough(addresses, |_| {}).await;
+        Fleet {
+            demos,
+            gateway,
+            client,
+            server,
+        }
+    }
+
+    fn counts(&self) -> Vec<u64> {
+        self.demos.iter().map(DemoUpstream::infer_count).collect()
+    }
+}
+
+/// A gateway over `addresses` with its passthrough on a port-0 listener;
+/// returns once the pool's first health pass is done.
+async fn passthrough(
+    addresses: Vec<String>,
+    tweak: impl FnOnce(&mut Config),
+) -> (Arc<Gateway>, Client, Server) {
+    let mut config = Config::default();
+    config.upstream.addresses = addresses;
+    config.upstream.health.interval_ms = 50;
+    tweak(&mut config);
+    let gateway = Arc::new(Gateway::new(config).expect("valid config"));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let done = tokio::spawn(tensorgate::passthrough::serve(
+        gateway.clone(),
+        listener,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    gateway.pool().started().await;
+    (gateway, connect(addr).await, Server { stop, done })
+}
+
+async fn connect(addr: SocketAddr) -> Client {
+    GrpcInferenceServiceClient::connect(format!("http://{addr}"))
+        .await
+        .expect("connects")
+}
+
+fn fp32(values: &[f32]) -> Bytes {
+    values
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+fn input(name: &str, datatype: &str, shape: &[i64]) -> InferInputTensor {
+    InferInputTensor {
+        name: name.to_owned(),
+        datatype: datatype.to_owned(),
+        shape: shape.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn param(choice: ParameterChoice) -> InferParameter {
+    InferParameter {
+        parameter_choice: Some(choice),
+    }
+}
+
+fn add_sub(a: &[f32], b: &[f32]) -> ModelInferRequest {
+    ModelInferRequest {
+        model_name: "add_sub".to_owned(),
+        inputs: vec![
+            input("INPUT0", "FP32", &[a.len() as i64]),
+            input("INPUT1", "FP32", &[b.len() as i64]),
+        ],
+        raw_input_contents: vec![fp32(a), fp32(b)],
+        ..Default::default()
+    }
+}
+
+fn repeat(n: i32, delay_ms: i64) -> ModelInferRequest {
+    let mut request = ModelInferRequest {
+        model_name: "repeat_decoupled".to_owned(),
+        id: format!("repeat{n}"),
+        inputs: vec![input("INPUT0", "INT32", &[1])],
+        raw_input_contents: vec![Bytes::copy_from_slice(&n.to_le_bytes())],
+        ..Default::default()
+    };
+    request.parameters.insert(
+        "delay_ms".into(),
+        param(ParameterChoice::Int64Param(delay_ms)),
+    );
+    request
+}
+
+fn floats(data: &[u8]) -> Vec<f32> {
+    data.chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+#[tokio::test]
+async fn model_infer_is_spread_over_both_backends() {
+    let mut fleet = Fleet::start().await;
+    for _ in 0..10 {
+        let response = fleet
+            .client
+            .model_infer(add_sub(&[1.0, 2.0], &[3.0, 5.0]))
+            .await
+            .expect("infer succeeds")
+            .into_inner();
+        assert_eq!(response.model_name, "add_sub");
+        assert_eq!(floats(&response.raw_output_contents[0]), [4.0, 7.0]);
+        assert_eq!(floats(&response.raw_output_contents[1]), [-2.0, -3.0]);
+    }
+    let counts = fleet.counts();
+    assert_eq!(counts.iter().sum::<u64>(), 10, "{counts:?}");
+    assert!(counts.iter().all(|&n| n >= 3), "round robin: {counts:?}");
+}
+
+#[tokio::test]
+async fn a_sequence_stays_on_one_backend() {
+    let mut fleet = Fleet::start().await;
+    for (i, id) in [
+        ParameterChoice::Int64Param(4242),
+        ParameterChoice::StringParam("seq-a".into()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let before = fleet.counts();
+        for step in 0..6 {
+            let mut request = add_sub(&[1.0], &[1.0]);
+            request
+                .parameters
+                .insert("sequence_id".into(), param(id.clone()));
+            request.parameters.insert(
+                "sequence_start".into(),
+                param(ParameterChoice::BoolParam(step == 0)),
+            );
+            fleet.client.model_infer(request).await.expect("infer");
+        }
+        let after = fleet.counts();
+        let delta: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+        assert!(
+            delta == [6, 0] || delta == [0, 6],
+            "sequence {i}: one backend takes all: {delta:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn upstream_statuses_pass_through() {
+    let mut fleet = Fleet::start().await;
+    let mut request = add_sub(&[1.0], &[1.0]);
+    request.model_name = "nope".into();
+    let status = fleet.client.model_infer(request).await.unwrap_err();
+    assert_eq!(status.code(), Code::NotFound);
+    assert_eq!(
+        status.message(),
+        "Request for unknown model: 'nope' is not found"
+    );
+
+    let status = fleet
+        .client
+        .model_metadata(ModelMetadataRequest {
+            name: "add_sub".into(),
+            version: "9".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::NotFound);
+    assert_eq!(
+        status.message(),
+        "Request for unknown model: 'add_sub' version 9 is not found"
+    );
+
+    let mut bad = add_sub(&[1.0], &[1.0]);
+    bad.raw_input_contents[1] = fp32(&[1.0, 2.0]);
+    let status = fleet.client.model_infer(bad).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(
+        status.message().contains("input byte size mismatch"),
+        "{status:?}"
+    );
+}
+
+#[tokio::test]
+async fn server_wide_calls_answer_like_the_server() {
+    let mut fleet = Fleet::start().await;
+    let live = fleet
+        .client
+        .server_live(ServerLiveRequest {})
+        .await
+        .unwrap();
+    assert!(live.into_inner().live);
+    let ready = fleet
+        .client
+        .server_ready(ServerReadyRequest {})
+        .await
+        .unwrap();
+    assert!(ready.into_inner().ready);
+    let model_ready = fleet
+        .client
+        .model_ready(ModelReadyRequest {
+            name: "add_sub".into(),
+            version: String::new(),
+        })
+        .await
+        .unwrap();
+    assert!(model_ready.into_inner().ready);
+
+    let through = fleet
+        .client
+        .server_metadata(ServerMetadataRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let mut direct = connect(fleet.demos[0].local_addr()).await;
+    let expected = direct
+        .server_metadata(ServerMetadataRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(through, expected);
+
+    let config = fleet
+        .client
+        .model_config(ModelConfigRequest {
+            name: "add_sub".into(),
+            version: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(config.config.unwrap().name, "add_sub");
+    let index = fleet
+        .client
+        .repository_index(RepositoryIndexRequest {
+            repository_name: String::new(),
+            ready: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(index.models.iter().any(|m| m.name == "add_sub"));
+}
+
+#[tokio::test]
+async fn no_ready_backend_is_an_unavailable_status() {
+    // A port nothing listens on any more.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (_gateway, mut client, _server) = passthrough(vec![addr.to_string()], |_| {}).await;
+    let status = client
+        .model_infer(add_sub(&[1.0], &[1.0]))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(
+        status.message().starts_with("no upstream backend is ready"),
+        "{status:?}"
+    );
+    let live = client.server_live(ServerLiveRequest {}).await.unwrap();
+    assert!(live.into_inner().live);
+    let ready = client.server_ready(ServerReadyRequest {}).await.unwrap();
+    assert!(!ready.into_inner().ready);
+}
+
+#[tokio::test]
+async fn the_client_deadline_is_honoured() {
+    let mut fleet = Fleet::start().await;
+    let mut slow = ModelInferRequest {
+        model_name: "slow_identity".into(),
+        inputs: vec![input("INPUT0", "FP32", &[1])],
+        raw_input_contents: vec![fp32(&[1.0])],
+        ..Default::default()
+    };
+    slow.parameters.insert(
+        "delay_ms".into(),
+        param(ParameterChoice::Int64Param(10_000)),
+    );
+    let mut request = Request::new(slow);
+    // tonic's client gives up by itself at the deadline (`CANCELLED`); the
+    // gateway answers a little before it.
+    request.set_timeout(Duration::from_secs(1));
+    let started = Instant::now();
+    let status = fleet.client.model_infer(request).await.unwrap_err();
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(900), "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+}
+
+#[tokio::test]
+async fn a_stream_stays_on_one_backend_and_relays_every_response() {
+    let mut fleet = Fleet::start().await;
+    let before = fleet.counts();
+    let requests = tokio_stream::iter([repeat(3, 1), add_sub(&[2.0], &[1.0]), repeat(2, 1)]);
+    let mut responses = fleet
+        .client
+        .model_stream_infer(requests)
+        .await
+        .expect("stream opens")
+        .into_inner();
+    let mut received = Vec::new();
+    while let Some(message) = responses.next().await {
+        let message = message.expect("stream stays healthy");
+        assert_eq!(message.error_message, "");
+        received.push(message.infer_response.expect("a response"));
+    }
+    let ids: Vec<&str> = received.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids.len(), 6, "{ids:?}");
+    assert_eq!(ids.iter().filter(|id| **id == "repeat3").count(), 3);
+    assert_eq!(ids.iter().filter(|id| **id == "repeat2").count(), 2);
+    let after = fleet.counts();
+    let delta: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert!(delta == [3, 0] || delta == [0, 3], "{delta:?}");
+}
+
+#[tokio::test]
+async fn a_stream_error_reaches_the_client_in_the_stream() {
+    let mut fleet = Fleet::start().await;
+    let mut unknown = repeat(1, 1);
+    unknown.model_name = "nope".into();
+    unknown.id = "u".into();
+    let requests = tokio_stream::iter([unknown]);
+    let mut responses = fleet
+        .client
+        .model_stream_infer(requests)
+        .await
+        .expect("stream opens")
+        .into_inner();
+    let message = responses.next().await.expect("one message").expect("ok");
+    assert_eq!(
+        message.error_message,
+        "Request for unknown model: 'nope' is not found"
+    );
+    assert!(responses.next().await.is_none());
+}
+
+#[tokio::test]
+async fn a_dropped_stream_cancels_upstream_and_frees_the_backend() {
+    let mut fleet = Fleet::start().await;
+    let (requests, rx) = tokio::sync::mpsc::channel(4);
+    requests.send(repeat(10_000, 5)).await.unwrap();
+    let mut responses = fleet
+        .client
+        .model_stream_infer(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect("stream opens")
+        .into_inner();
+    for _ in 0..2 {
+        responses.next().await.expect("a response").expect("ok");
+    }
+    let inflight = |g: &Gateway| {
+        g.pool()
+            .backends()
+            .iter()
+            .map(|b| b.inflight())
+            .sum::<usize>()
+    };
+    assert_eq!(inflight(&fleet.gateway), 1, "the stream holds its backend");
+    drop(responses);
+    drop(requests);
+    // The relay notices the client is gone and drops its lease.
+    let freed = tokio::time::timeout(Duration::from_secs(5), async {
+        while inflight(&fleet.gateway) != 0 {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(freed.is_ok(), "the lease was released");
+}
+
+#[tokio::test]
+async fn repository_control_fans_out_and_lists_the_backends() {
+    let mut fleet = Fleet::start().await;
+    let response = fleet
+        .client
+        .repository_model_unload(RepositoryModelUnloadRequest {
+            model_name: "identity_int8".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("unload succeeds");
+    let backends = response
+        .metadata()
+        .get("tensorgate-backends")
+        .expect("backends listed")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(backends.matches("=ok").count(), 2, "{backends}");
+    for demo in &fleet.demos {
+        let ready = connect(demo.local_addr())
+            .await
+            .model_ready(ModelReadyRequest {
+                name: "identity_int8".into(),
+                version: String::new(),
+            })
+            .await
+            .map(|r| r.into_inner().ready)
+            .unwrap_or(false);
+        assert!(!ready, "unloaded on {}", demo.local_addr());
+    }
+    fleet
+        .client
+        .repository_model_load(RepositoryModelLoadRequest {
+            model_name: "identity_int8".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("load succeeds");
+    // The HTTP front shares the fan-out and still answers as before.
+    let http = fleet
+        .gateway
+        .handle(HttpRequest {
+            method: http::Method::POST,
+            path: "/v2/repository/models/identity_int8/load".into(),
+            headers: Vec::new(),
+            body: Bytes::new(),
+            peer: None,
+        })
+        .await;
+    assert_eq!(http.status, 200);
+    assert_eq!(http.header("Content-Type"), Some("application/json"));
+    assert!(http.body_bytes().is_empty());
+    let listed = http.header("Tensorgate-Backends").expect("backends listed");
+    assert_eq!(listed.matches("=ok").count(), 2, "{listed}");
+    let ready = fleet
+        .client
+        .model_ready(ModelReadyRequest {
+            name: "identity_int8".into(),
+            version: String::new(),
+        })
+        .await
+        .unwrap();
+    assert!(ready.into_inner().ready);
+}
+
+fn identity_fp32(elements: usize) -> ModelInferRequest {
+    ModelInferRequest {
+        model_name: "identity_fp32".into(),
+        inputs: vec![input("INPUT0", "FP32", &[1, elements as i64])],
+        raw_input_contents: vec![Bytes::from(vec![0u8; elements * 4])],
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn message_size_limits_apply_on_the_server_side() {
+    // Default limit (512 MiB): a 5 MiB tensor passes both ways, where
+    // tonic's own default (4 MiB) would refuse it.
+    let fleet = Fleet::start().await;
+    let mut client = fleet.client.clone().max_decoding_message_size(64 << 20);
+    let response = client
+        .model_infer(identity_fp32(5 << 18))
+        .await
+        .expect("a 5 MiB tensor passes")
+        .into_inner();
+    assert_eq!(response.raw_output_contents[0].len(), 5 << 20);
+
+    let demo = DemoUpstream::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let (_gateway, mut client, _server) = passthrough(vec![demo.local_addr().to_string()], |c| {
+        c.upstream.max_message_bytes = 64 << 10;
+    })
+    .await;
+    let status = client
+        .model_infer(identity_fp32(32 << 10))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    assert!(status.message().contains("too large"), "{status:?}");
+    assert_eq!(demo.infer_count(), 0, "never sent upstream");
+}
+
+#[tokio::test]
+async fn shutdown_lets_open_calls_finish() {
+    let mut fleet = Fleet::start().await;
+    let mut responses = fleet
+        .client
+        .model_stream_infer(tokio_stream::iter([repeat(4, 50)]))
+        .await
+        .expect("stream opens")
+        .into_inner();
+    let first = responses.next().await.expect("a response").expect("ok");
+    assert_eq!(first.infer_response.unwrap().id, "repeat4");
+    let Server { stop, done } = fleet.server;
+    stop.send(()).unwrap();
+    let mut rest = 0;
+    while let Some(message) = responses.next().await {
+        message.expect("the stream finishes cleanly");
+        rest += 1;
+    }
+    assert_eq!(rest, 3);
+    done.await.unwrap().expect("the server stops cleanly");
+    let refused = fleet.client.server_live(ServerLiveRequest {}).await;
+    assert!(refused.is_err(), "no new calls after shutdown");
+}
+
+#[test]
+fn the_binary_serves_grpc_beside_http() {
+    let grpc = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let process = support::GatewayProcess::demo(&["--grpc-listen", &grpc.to_string()]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut client = connect(grpc).await;
+        let response = client
+            .model_infer(add_sub(&[1.0], &[2.0]))
+            .await
+            .expect("infer through the binary")
+            .into_inner();
+        assert_eq!(floats(&response.raw_output_contents[0]), [3.0]);
+        let ready = client.server_ready(ServerReadyRequest {}).await.unwrap();
+        assert!(ready.into_inner().ready);
+    });
+    drop(process);
+}
