@@ -19,6 +19,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::classify::classify;
 use super::models::{catalog, protocol_name, ModelSpec, Outputs, Pacing, Responses, VERSION};
+use super::stream_stats::{pause, StreamCounters};
 use super::validate::{prepare, Prepared};
 use crate::proto::health::health_check_response::ServingStatus;
 use crate::proto::health::health_server::Health;
@@ -50,6 +51,7 @@ pub(crate) struct DemoState {
     counters: Vec<Mutex<Counters>>,
     pub infer_count: AtomicU64,
     pub last_request: Mutex<Option<ModelInferRequest>>,
+    pub streams: StreamCounters,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -65,6 +67,7 @@ impl DemoState {
             models,
             infer_count: AtomicU64::new(0),
             last_request: Mutex::new(None),
+            streams: StreamCounters::default(),
         }
     }
 
@@ -361,8 +364,9 @@ impl DemoService {
         };
         let mut first = true;
         while let Some(outputs) = responses.next() {
-            if !std::mem::take(&mut first) {
-                sleep_ms(interval).await;
+            if !std::mem::take(&mut first) && !pause(interval, &tx).await {
+                self.state.streams.record_cancelled();
+                return;
             }
             let final_flag = responses.peek().is_none();
             let message = match self.response(index, &request, &prepared, outputs) {
@@ -375,8 +379,10 @@ impl DemoService {
                 Err(status) => failure(status, Some(final_flag)),
             };
             if tx.send(Ok(message)).await.is_err() {
+                self.state.streams.record_cancelled();
                 return;
             }
+            self.state.streams.record_sent();
         }
     }
 

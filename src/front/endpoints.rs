@@ -204,9 +204,7 @@ impl Gateway {
                 let r = applied.ok_or_else(|| Error::internal("no log settings"))?;
                 json(render::log_settings_json(&r.into_inner()))
             }
-            Route::Generate(_) | Route::GenerateStream(_) => Err(Error::unsupported(
-                "generate and generate_stream are not supported by tensorgate yet",
-            )),
+            Route::Generate(_) | Route::GenerateStream(_) => self.generate(route, req).await,
             Route::Infer(m) => self.infer(m, req).await,
         }
     }

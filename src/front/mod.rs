@@ -1,7 +1,8 @@
-//! The HTTP front: `route` classifies, `handler` (+ `infer`, `endpoints`)
-//! answers, `session` is the pingora glue, `server` wires the service.
+//! The HTTP front: `route` classifies, `handler` (+ `infer`, `endpoints`,
+//! `generate`) answers, `session` is the pingora glue, `server` wires the service.
 
 pub mod endpoints;
+pub mod generate;
 pub mod handler;
 pub mod http;
 pub mod infer;
