@@ -104,13 +104,25 @@ pub struct GatewayProcess {
 impl GatewayProcess {
     /// Starts `tensorgate demo` with extra args; retries on a port race.
     pub fn demo(extra: &[&str]) -> GatewayProcess {
+        let mut args = vec!["demo"];
+        args.extend_from_slice(extra);
+        GatewayProcess::spawn(&args)
+    }
+
+    /// Starts `tensorgate --upstream <upstream>` (e.g. a test's own
+    /// [`DemoUpstream`], whose counters the test can then read).
+    pub fn with_upstream(upstream: SocketAddr) -> GatewayProcess {
+        GatewayProcess::spawn(&["--upstream", &upstream.to_string()])
+    }
+
+    /// Starts the binary with `args` and `--listen` on a free port.
+    fn spawn(args: &[&str]) -> GatewayProcess {
         for _ in 0..5 {
             let addr = free_port();
             let mut child = Command::new(env!("CARGO_BIN_EXE_tensorgate"))
-                .arg("demo")
+                .args(args)
                 .arg("--listen")
                 .arg(addr.to_string())
-                .args(extra)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
