@@ -182,13 +182,16 @@ async fn next_item(upstream: &mut Upstream, id: &[u8]) -> Option<StreamItem> {
 }
 
 /// The HTTP status Triton sends, fixed by the first message (facts §1.6):
-/// 200 for a response or none at all; a failed response's own status
-/// (over gRPC the code is lost: a model failure, 500). A request refused
-/// before scheduling is answered as an ordinary error.
+/// 200 for a response or none at all; for a failed response, the status
+/// of its error code, which gRPC streams do not carry: taken as `UNKNOWN`,
+/// the code of the Python backend's errors (400). A request refused before
+/// scheduling is answered as an ordinary error.
 fn first_status(first: Option<&StreamItem>) -> Result<u16> {
     match first {
         None | Some(StreamItem::Response { .. }) => Ok(200),
-        Some(StreamItem::Failed { message, .. }) => Ok(Error::internal(message.clone()).status()),
+        Some(StreamItem::Failed { message, .. }) => {
+            Ok(Error::new(Kind::ClientOther(tonic::Code::Unknown), message.clone()).status())
+        }
         Some(StreamItem::Refused { message }) => Err(refused(message)),
     }
 }
