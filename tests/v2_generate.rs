@@ -182,3 +182,20 @@ async fn reserved_parameters_are_not_forwarded() {
     let keys: Vec<&String> = sent.parameters.keys().collect();
     assert_eq!(keys, ["temperature"]);
 }
+
+#[tokio::test]
+async fn a_generation_past_its_deadline_ends_with_an_error_event() {
+    let h = Harness::start_with(|c| c.generate.stream_timeout_ms = 300).await;
+    let path = "/v2/models/repeat_decoupled/generate_stream";
+    let r = h.post(path, r#"{"INPUT0":2,"delay_ms":60000}"#).await;
+    let body = text(&r);
+    let first =
+        "data: {\"OUTPUT0\":0,\"model_name\":\"repeat_decoupled\",\"model_version\":\"1\"}\n\n";
+    assert!(body.starts_with(first), "{body}");
+    let rest = &body[first.len()..];
+    assert!(
+        rest.starts_with("data: {\"error\":\"") && rest.ends_with("\"}\n\n"),
+        "{body}"
+    );
+    assert_eq!(r.status, 200);
+}

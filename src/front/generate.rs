@@ -33,7 +33,41 @@ const SSE_CONTENT_TYPE: &str = "text/event-stream; charset=utf-8";
 
 const NOT_ONE_RESPONSE: &str = "generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses";
 
-type Upstream = Streaming<ModelStreamInferResponse>;
+/// The upstream side of one generation: its stream, the request id the
+/// answers echo, and the deadline of the whole generation (enforced here:
+/// tonic bounds only the wait for the response head).
+struct Upstream {
+    stream: Streaming<ModelStreamInferResponse>,
+    id: Vec<u8>,
+    deadline: tokio::time::Instant,
+}
+
+impl Upstream {
+    /// The next message; `None` at the end of the stream. A broken stream
+    /// or the deadline passing becomes a failed last response.
+    async fn next(&mut self) -> Option<StreamItem> {
+        let failed = |error: Error| StreamItem::Failed {
+            message: error.message,
+            last: true,
+        };
+        match tokio::time::timeout_at(self.deadline, self.stream.message()).await {
+            Ok(Ok(Some(message))) => Some(stream_item(message, &self.id)),
+            Ok(Ok(None)) => None,
+            Ok(Err(status)) => Some(failed(Error::from_status(&status))),
+            Err(_) => Some(failed(Error::new(
+                Kind::UpstreamTimeout,
+                "upstream deadline exceeded",
+            ))),
+        }
+    }
+
+    /// Lets the upstream end a finished stream itself (a drop before its
+    /// end would be seen as a cancellation), for a short while at most.
+    async fn drain(mut self) {
+        let rest = async { while let Ok(Some(_)) = self.stream.message().await {} };
+        let _ = tokio::time::timeout(DRAIN_TIME, rest).await;
+    }
+}
 
 impl Gateway {
     /// Like [`Gateway::handle_route`], except that a `/generate_stream`
@@ -69,8 +103,8 @@ impl Gateway {
     /// `/generate`: exactly one response expected; any other count is
     /// Triton's error text with the status of the first message.
     async fn generate_once(&self, model: &ModelRef, req: &HttpRequest) -> Result<HttpResponse> {
-        let (request, mut upstream) = self.open_generate(model, req).await?;
-        let first = next_item(&mut upstream, &request.id).await;
+        let mut upstream = self.open_generate(model, req).await?;
+        let first = upstream.next().await;
         let status = first_status(first.as_ref())?;
         let mut body = None;
         let mut count = 0usize;
@@ -80,10 +114,10 @@ impl Gateway {
             count += 1;
             body.get_or_insert(json);
             if last {
-                drain(upstream).await;
+                upstream.drain().await;
                 break;
             }
-            item = next_item(&mut upstream, &request.id).await;
+            item = upstream.next().await;
         }
         let body = match (count, body) {
             (1, Some(json)) => json,
@@ -99,8 +133,8 @@ impl Gateway {
     /// `/generate_stream`: the status from the first message, then every
     /// response as `data: <json>\n\n` as it arrives.
     async fn generate_stream(&self, model: &ModelRef, req: &HttpRequest) -> Result<Answer> {
-        let (request, mut upstream) = self.open_generate(model, req).await?;
-        let first = next_item(&mut upstream, &request.id).await;
+        let mut upstream = self.open_generate(model, req).await?;
+        let first = upstream.next().await;
         let status = first_status(first.as_ref())?;
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
         if let Some(first) = first {
@@ -109,9 +143,9 @@ impl Gateway {
             let _ = tx.try_send(generate::sse_event(&json));
             if last {
                 drop(tx);
-                tokio::spawn(drain(upstream));
+                tokio::spawn(upstream.drain());
             } else {
-                tokio::spawn(pump(upstream, request.id, tx));
+                tokio::spawn(pump(upstream, tx));
             }
         }
         Ok(Answer::Streamed(StreamedResponse {
@@ -123,11 +157,7 @@ impl Gateway {
 
     /// Facts §1.6 order: model signature (unknown model → 404), request
     /// `Content-Encoding`, body → request; then the upstream stream opens.
-    async fn open_generate(
-        &self,
-        model: &ModelRef,
-        req: &HttpRequest,
-    ) -> Result<(InferRequest, Upstream)> {
+    async fn open_generate(&self, model: &ModelRef, req: &HttpRequest) -> Result<Upstream> {
         let info = self.model_info(model).await?.ok_or_else(|| {
             Error::unsupported(
                 "generate needs the model's inputs, which the upstream does not provide (no ModelConfig or ModelMetadata)",
@@ -152,32 +182,30 @@ impl Gateway {
         request
             .parameters
             .retain(|(k, _)| !k.starts_with("triton_"));
-        let upstream = self.call_stream_infer(&request).await?;
-        Ok((request, upstream))
+        let deadline = tokio::time::Instant::now() + self.config.generate.stream_timeout();
+        let stream = self.call_stream_infer(&request).await?;
+        Ok(Upstream {
+            stream,
+            id: request.id,
+            deadline,
+        })
     }
 
-    /// `ModelStreamInfer` with the one request, half-closed after it.
-    async fn call_stream_infer(&self, request: &InferRequest) -> Result<Upstream> {
+    /// `ModelStreamInfer` with the one request, half-closed after it; the
+    /// deadline is the generation's (`generate.stream_timeout_ms`).
+    async fn call_stream_infer(
+        &self,
+        request: &InferRequest,
+    ) -> Result<Streaming<ModelStreamInferResponse>> {
         let message = to_grpc::model_infer(request);
         let mut client = self.upstream.client().map_err(|s| Error::from_status(&s))?;
+        let mut call = self.upstream.request(tokio_stream::once(message));
+        call.set_timeout(self.config.generate.stream_timeout());
         let response = client
-            .model_stream_infer(self.upstream.request(tokio_stream::once(message)))
+            .model_stream_infer(call)
             .await
             .map_err(|s| Error::from_status(&s))?;
         Ok(response.into_inner())
-    }
-}
-
-/// The next message of the stream; `None` at its end. A broken stream
-/// becomes a failed last response.
-async fn next_item(upstream: &mut Upstream, id: &[u8]) -> Option<StreamItem> {
-    match upstream.message().await {
-        Ok(Some(message)) => Some(stream_item(message, id)),
-        Ok(None) => None,
-        Err(status) => Some(StreamItem::Failed {
-            message: Error::from_status(&status).message,
-            last: true,
-        }),
     }
 }
 
@@ -224,14 +252,14 @@ fn render(item: StreamItem) -> (Vec<u8>, bool) {
 /// Forwards the rest of the stream as SSE events. Returns — dropping the
 /// upstream stream, which cancels the call (HTTP/2 `RST_STREAM`) — as soon
 /// as the HTTP side is gone, even while the model is between responses.
-async fn pump(mut upstream: Upstream, id: Vec<u8>, tx: mpsc::Sender<Bytes>) {
+async fn pump(mut upstream: Upstream, tx: mpsc::Sender<Bytes>) {
     loop {
         let item = tokio::select! {
             () = tx.closed() => {
                 tracing::debug!("client gone: cancelling the upstream stream");
                 return;
             }
-            item = next_item(&mut upstream, &id) => item,
+            item = upstream.next() => item,
         };
         let Some(item) = item else { return };
         let (json, last) = render(item);
@@ -242,15 +270,8 @@ async fn pump(mut upstream: Upstream, id: Vec<u8>, tx: mpsc::Sender<Bytes>) {
         }
         if last {
             drop(tx);
-            drain(upstream).await;
+            upstream.drain().await;
             return;
         }
     }
-}
-
-/// Lets the upstream end a finished stream itself (a drop before its end
-/// would be seen as a cancellation), for a short while at most.
-async fn drain(mut upstream: Upstream) {
-    let rest = async { while let Ok(Some(_)) = upstream.message().await {} };
-    let _ = tokio::time::timeout(DRAIN_TIME, rest).await;
 }
