@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+mod generate;
+pub use generate::Generate;
+
 /// Triton's own default HTTP port, so clients need no change.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8000";
 /// Triton's default gRPC port.
@@ -66,6 +69,7 @@ pub struct Config {
     pub admin: Admin,
     pub log: Log,
     pub auth: Auth,
+    pub generate: Generate,
 }
 
 /// Logging: `tracing` to stderr.
@@ -449,6 +453,7 @@ impl Config {
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{name} must be greater than 0"));
         }
+        self.generate.validate()?;
         if let Some(pattern) = &self.http.header_forward_pattern {
             regex::Regex::new(pattern)
                 .map_err(|e| format!("http.header_forward_pattern is not a valid regex: {e}"))?;
@@ -494,6 +499,7 @@ mod tests {
             "[limits]\nmax_input_size = 0",
             "[http]\nheader_forward_pattern = \"(\"",
             "[server]\nunknown = 1",
+            "[generate]\nstream_timeout_ms = 0",
         ];
         for text in bad {
             let result = Config::from_toml(text).and_then(|c| c.validate());

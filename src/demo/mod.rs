@@ -21,7 +21,8 @@
 //! responses carries `triton_final_response: true` (N = 0 gives no response,
 //! or one empty final response with `triton_enable_empty_final_response`).
 //! Its pause comes from the config parameter `delay_ms`; a request parameter
-//! `delay_ms` overrides it.
+//! `delay_ms` overrides it. A client that cancels the stream ends the pause
+//! at once and is counted ([`DemoUpstream::cancelled_streams`]).
 //!
 //! Where the demo is not Triton: no shared memory can be registered (register
 //! fails as for a key that cannot be opened, so shared-memory tensors are
@@ -32,11 +33,12 @@
 //!
 //! Code map: `models.rs` (the table and what each model computes),
 //! `validate.rs` (request checks), `classify.rs` (top-K outputs),
-//! `service.rs` (the RPCs), `tests.rs`.
+//! `service.rs` (the RPCs), `stream_stats.rs` (stream counters), `tests.rs`.
 
 mod classify;
 mod models;
 mod service;
+mod stream_stats;
 mod validate;
 
 #[cfg(test)]
@@ -216,6 +218,24 @@ impl DemoUpstream {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// Responses sent on `ModelStreamInfer` streams (by paced models).
+    pub fn streamed_responses(&self) -> u64 {
+        self.state.streams.sent()
+    }
+
+    /// Stream requests abandoned because the client cancelled the stream
+    /// (dropped its response stream) before their final response; noticed
+    /// at once, even while a model pauses between responses.
+    pub fn cancelled_streams(&self) -> u64 {
+        self.state.streams.cancelled()
+    }
+
+    /// Waits until [`DemoUpstream::cancelled_streams`] reaches `n`; `false`
+    /// if it did not within `timeout`.
+    pub async fn wait_for_cancelled_streams(&self, n: u64, timeout: Duration) -> bool {
+        self.state.streams.wait_cancelled(n, timeout).await
     }
 
     /// Stops serving: no new connections; open calls are drained. For a

@@ -19,6 +19,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::classify::classify;
 use super::models::{catalog, protocol_name, ModelSpec, Outputs, Pacing, Responses, VERSION};
+use super::stream_stats::{pause, StreamCounters};
 use super::validate::{prepare, Prepared};
 use crate::proto::health::health_check_response::ServingStatus;
 use crate::proto::health::health_server::Health;
@@ -56,6 +57,7 @@ pub(crate) struct DemoState {
     pub ready: AtomicBool,
     /// While `true`, every call waits (fault tests: a hung server).
     pub hang: tokio::sync::watch::Sender<bool>,
+    pub streams: StreamCounters,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -74,6 +76,7 @@ impl DemoState {
             last_traceparent: Mutex::new(None),
             ready: AtomicBool::new(true),
             hang: tokio::sync::watch::Sender::new(false),
+            streams: StreamCounters::default(),
         }
     }
 
@@ -382,8 +385,9 @@ impl DemoService {
         };
         let mut first = true;
         while let Some(outputs) = responses.next() {
-            if !std::mem::take(&mut first) {
-                sleep_ms(interval).await;
+            if !std::mem::take(&mut first) && !pause(interval, &tx).await {
+                self.state.streams.record_cancelled();
+                return;
             }
             let final_flag = responses.peek().is_none();
             let message = match self.response(index, &request, &prepared, outputs) {
@@ -396,8 +400,10 @@ impl DemoService {
                 Err(status) => failure(status, Some(final_flag)),
             };
             if tx.send(Ok(message)).await.is_err() {
+                self.state.streams.record_cancelled();
                 return;
             }
+            self.state.streams.record_sent();
         }
     }
 

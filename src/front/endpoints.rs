@@ -197,9 +197,7 @@ impl Gateway {
                 json(render::log_settings_json(&r))
             }
             Route::Backends => json(crate::front::admin::backends_json(pool)),
-            Route::Generate(_) | Route::GenerateStream(_) => Err(Error::unsupported(
-                "generate and generate_stream are not supported by tensorgate yet",
-            )),
+            Route::Generate(_) | Route::GenerateStream(_) => self.generate(route, req).await,
             Route::Infer(m) => self.infer(m, req).await,
         }
     }

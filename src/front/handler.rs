@@ -178,6 +178,7 @@ impl Gateway {
     async fn dispatch(&self, route: &Route, req: &HttpRequest) -> Result<HttpResponse> {
         match route {
             Route::Infer(model) => self.infer(model, req).await,
+            Route::Generate(_) | Route::GenerateStream(_) => self.generate(route, req).await,
             _ => self.endpoint(route, req).await,
         }
     }

@@ -84,3 +84,39 @@ impl HttpResponse {
         self.body.concat()
     }
 }
+
+/// An answer whose body is produced while it is sent (Server-Sent Events
+/// of `/generate_stream`). Status and headers are known up front; the body
+/// is every chunk received from `body` until it closes. Dropping the
+/// receiver tells the producer the client is gone, and the producer then
+/// cancels its upstream call. The channel is bounded: a slow reader stops
+/// the producer, which stops reading the upstream (backpressure).
+#[derive(Debug)]
+pub struct StreamedResponse {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: tokio::sync::mpsc::Receiver<Bytes>,
+}
+
+impl StreamedResponse {
+    /// Waits for the whole body (for callers that cannot stream: the
+    /// in-process [`crate::Gateway::handle`] and tests).
+    pub async fn collect(mut self) -> HttpResponse {
+        let mut body = Vec::new();
+        while let Some(chunk) = self.body.recv().await {
+            body.push(chunk);
+        }
+        HttpResponse {
+            status: self.status,
+            headers: self.headers,
+            body,
+        }
+    }
+}
+
+/// What the pipeline answers: a complete response, or a streamed one.
+#[derive(Debug)]
+pub enum Answer {
+    Full(HttpResponse),
+    Streamed(StreamedResponse),
+}

@@ -1,11 +1,12 @@
 //! The HTTP front: `route` classifies, `handler` (+ `infer`, `endpoints`,
-//! `fanout`, `admin`) answers, `session` is the pingora glue, `server`
+//! `fanout`, `admin`, `generate`) answers, `session` is the pingora glue, `server`
 //! wires the service.
 
 pub mod admin;
 pub mod drain;
 pub mod endpoints;
 pub mod fanout;
+pub mod generate;
 pub mod guard;
 pub mod handler;
 pub mod http;

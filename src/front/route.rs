@@ -174,6 +174,11 @@ impl Route {
         }
     }
 
+    /// `/generate` and `/generate_stream`: long-running, maybe streamed.
+    pub fn is_generate(&self) -> bool {
+        matches!(self, Route::Generate(_) | Route::GenerateStream(_))
+    }
+
     /// Routes whose error answers are `text/plain` when produced before any
     /// body handling (facts §0.2).
     pub fn plain_before_body(&self) -> bool {

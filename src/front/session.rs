@@ -1,7 +1,8 @@
 //! The only pingora glue: one `ProxyHttp` service whose `request_filter`
 //! classifies the request, reads the body within the limits, runs the
 //! pipeline and writes the one answer (returning `Ok(true)`, so pingora
-//! never proxies these routes itself).
+//! never proxies these routes itself). `/generate_stream` answers are
+//! written event by event while the client is watched for going away.
 
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ use pingora_proxy::{ProxyHttp, Session};
 
 use crate::error::{Error, Kind};
 use crate::front::handler::Gateway;
-use crate::front::http::{HttpRequest, HttpResponse};
+use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedResponse};
 use crate::front::route::Route;
 
 /// The pingora service: translated routes only.
@@ -92,8 +93,20 @@ impl ProxyHttp for GatewayService {
                 .and_then(|a| a.as_inet())
                 .map(|a| a.ip()),
         };
-        let response = self.gateway.handle_route(&route, &request).await;
-        self.answer(session, response, false).await
+        if !route.is_generate() {
+            let response = self.gateway.handle_route(&route, &request).await;
+            return self.answer(session, response, false).await;
+        }
+        // A generation may take long before its first response: a client
+        // that goes away meanwhile drops the pipeline, cancelling upstream.
+        let answer = tokio::select! {
+            answer = self.gateway.answer(&route, &request) => answer,
+            _ = session.read_body_or_idle(true) => return Ok(client_gone(session)),
+        };
+        match answer {
+            Answer::Full(response) => self.answer(session, response, false).await,
+            Answer::Streamed(streamed) => self.stream(session, streamed).await,
+        }
     }
 }
 
@@ -176,6 +189,51 @@ impl GatewayService {
         }
         Ok(true)
     }
+}
+
+impl GatewayService {
+    /// Writes a streamed answer chunk by chunk as the pipeline produces it
+    /// (chunked encoding: pingora flushes every chunk). Stops when the
+    /// client goes away (a failed write, or the connection closing while
+    /// we wait): dropping `streamed` then cancels the upstream call.
+    async fn stream(
+        &self,
+        session: &mut Session,
+        mut streamed: StreamedResponse,
+    ) -> PingoraResult<bool> {
+        let mut header = ResponseHeader::build(streamed.status, Some(streamed.headers.len() + 1))?;
+        for (name, value) in &streamed.headers {
+            header.insert_header(*name, value.as_str())?;
+        }
+        header.insert_header("Transfer-Encoding", "chunked")?;
+        session
+            .write_response_header(Box::new(header), false)
+            .await?;
+        loop {
+            let chunk = tokio::select! {
+                chunk = streamed.body.recv() => chunk,
+                _ = session.read_body_or_idle(true) => return Ok(client_gone(session)),
+            };
+            let Some(chunk) = chunk else { break };
+            if session
+                .write_response_body(Some(chunk), false)
+                .await
+                .is_err()
+            {
+                return Ok(client_gone(session));
+            }
+        }
+        session.write_response_body(None, true).await?;
+        Ok(true)
+    }
+}
+
+/// The client closed the connection (or broke it) while its answer was
+/// being produced: nothing more to write, and the connection is not reused.
+fn client_gone(session: &mut Session) -> bool {
+    tracing::debug!("client closed the connection during a streamed answer");
+    session.set_keepalive(None);
+    true
 }
 
 /// Bytes of a refused body read and discarded before the connection closes:

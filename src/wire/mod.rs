@@ -1,11 +1,12 @@
 //! Wire codecs, pure and synchronous (no I/O): bytes in, model types out,
 //! and back. `json`/`json_write` reproduce rapidjson's behaviour, `tensor`
 //! the element layouts, `v2_request`/`v2_response` the v2 HTTP infer body,
-//! `compress` the HTTP content codings.
+//! `generate` the `/generate*` bodies, `compress` the HTTP content codings.
 
 pub mod compress;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod generate;
 pub mod json;
 pub mod json_write;
 pub mod tensor;

@@ -398,7 +398,7 @@ impl Decoder<'_> {
 }
 
 /// Custom request parameter (facts §5.1 last row).
-fn custom_param(key: &str, value: &Value) -> Result<Param> {
+pub(crate) fn custom_param(key: &str, value: &Value) -> Result<Param> {
     Ok(match value {
         Value::String(s) => Param::String(lossy(s)),
         Value::Bool(b) => Param::Bool(*b),

@@ -184,11 +184,22 @@ pub struct GatewayProcess {
 impl GatewayProcess {
     /// Starts `tensorgate demo` with extra args; retries on a port race.
     pub fn demo(extra: &[&str]) -> GatewayProcess {
-        GatewayProcess::demo_logging(extra, None)
+        GatewayProcess::spawn(&[&["demo"], extra].concat(), None)
     }
 
     /// Like [`GatewayProcess::demo`], stderr (the logs) to `log` if given.
     pub fn demo_logging(extra: &[&str], log: Option<&std::path::Path>) -> GatewayProcess {
+        GatewayProcess::spawn(&[&["demo"], extra].concat(), log)
+    }
+
+    /// Starts `tensorgate --upstream <upstream>` (e.g. a test's own
+    /// [`DemoUpstream`], whose counters the test can then read).
+    pub fn with_upstream(upstream: SocketAddr) -> GatewayProcess {
+        GatewayProcess::spawn(&["--upstream", &upstream.to_string()], None)
+    }
+
+    /// Starts the binary with `args` and `--listen` on a free port.
+    fn spawn(args: &[&str], log: Option<&std::path::Path>) -> GatewayProcess {
         for _ in 0..5 {
             let stderr = match log {
                 Some(path) => Stdio::from(std::fs::File::create(path).expect("log file")),
@@ -196,10 +207,9 @@ impl GatewayProcess {
             };
             let addr = free_port();
             let mut child = Command::new(env!("CARGO_BIN_EXE_tensorgate"))
-                .arg("demo")
+                .args(args)
                 .arg("--listen")
                 .arg(addr.to_string())
-                .args(extra)
                 .stdout(Stdio::null())
                 .stderr(stderr)
                 .spawn()

@@ -3,6 +3,7 @@
 
 pub mod endpoints;
 pub mod model_config;
+pub mod stream;
 
 use bytes::Bytes;
 

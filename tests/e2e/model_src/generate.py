@@ -28,9 +28,10 @@ def kind(k, **extra):
     return "parameters [\n%s\n]\n" % body
 
 
-def tensor(name, dtype, dims, label=None):
+def tensor(name, dtype, dims, label=None, optional=False):
     triton_type = "TYPE_STRING" if dtype == "BYTES" else "TYPE_" + dtype
     extra = ' label_filename: "%s"' % label if label else ""
+    extra += " optional: true" if optional else ""
     return '  { name: "%s" data_type: %s dims: [ %s ]%s }' % (
         name, triton_type, ", ".join(str(d) for d in dims), extra)
 
@@ -70,6 +71,12 @@ def models():
     out["repeat_decoupled"] = config(
         "repeat_decoupled", 0, [tensor("INPUT0", "INT32", [1])], [tensor("OUTPUT0", "INT32", [1])],
         kind("repeat"), extra="model_transaction_policy { decoupled: true }\n")
+    text_in = [tensor("text_input", "BYTES", [1]), tensor("max_tokens", "INT32", [1], optional=True)]
+    text_out = [tensor("text_output", "BYTES", [-1])]
+    out["text_generate"] = config("text_generate", 0, text_in, text_out, kind("tokens"))
+    out["text_stream"] = config(
+        "text_stream", 0, text_in, text_out, kind("tokens"),
+        extra="model_transaction_policy { decoupled: true }\n")
     out["sequence_accumulate"] = config(
         "sequence_accumulate", 8, [tensor("INPUT0", "INT32", [1])],
         [tensor("OUTPUT0", "INT32", [1])], kind("accumulate"),

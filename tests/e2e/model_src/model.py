@@ -14,6 +14,15 @@ The behaviour is selected by the model config parameter ``kind``:
 * ``slow``       identity that first sleeps ``delay_ms`` milliseconds (request
                  parameter ``delay_ms``; default: config parameter
                  ``default_delay_ms``).
+* ``tokens``     a stand-in for an LLM (TensorRT-LLM's tensor names): the words
+                 of ``text_input`` (BYTES) repeated up to ``max_tokens`` (INT32,
+                 optional; default: the number of words) are the tokens.
+                 Non-decoupled: one response, ``text_output`` = the tokens
+                 joined by spaces. Decoupled: one response per token, request
+                 parameter ``delay_ms`` apart; between tokens it checks whether
+                 the request was cancelled and, if so, stops and writes the
+                 number of tokens sent to the file named by the request
+                 parameter ``cancel_marker`` (tests read it).
 
 (The 2.51 Python backend cannot attach response parameters, so no model here
 produces any.)
@@ -41,7 +50,9 @@ class TritonPythonModel:
         self.inputs = [i["name"] for i in self.config.get("input", [])]
         self.outputs = {o["name"]: o for o in self.config.get("output", [])}
         self.sums = {}
-        if self.kind not in ("identity", "add_sub", "accumulate", "repeat", "slow"):
+        policy = self.config.get("model_transaction_policy", {})
+        self.decoupled = bool(policy.get("decoupled", False))
+        if self.kind not in ("identity", "add_sub", "accumulate", "repeat", "slow", "tokens"):
             raise pb_utils.TritonModelException("unknown model kind " + repr(self.kind))
 
     # -- helpers ---------------------------------------------------------
@@ -126,10 +137,54 @@ class TritonPythonModel:
         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         return None
 
+    @staticmethod
+    def _words(request):
+        text = pb_utils.get_input_tensor_by_name(request, "text_input").as_numpy().reshape(-1)
+        words = b" ".join(text).split() or [b""]
+        limit = pb_utils.get_input_tensor_by_name(request, "max_tokens")
+        count = len(words) if limit is None else int(limit.as_numpy().reshape(-1)[0])
+        return [words[i % len(words)] for i in range(max(0, count))]
+
+    @staticmethod
+    def _text(values):
+        return pb_utils.Tensor("text_output", np.array(values, dtype=np.object_))
+
+    def _tokens(self, request):
+        words = self._words(request)
+        if not self.decoupled:
+            return self._response(request, [self._text([b" ".join(words)])])
+        params = self._request_parameters(request)
+        delay_s = max(0.0, float(params.get("delay_ms", 0))) / 1000.0
+        sender = request.get_response_sender()
+        sent = 0
+        for word in words:
+            if sent > 0:
+                self._pause(sender, delay_s)
+            if sender.is_cancelled():
+                marker = params.get("cancel_marker")
+                if marker:
+                    with open(marker, "w") as f:
+                        f.write(str(sent))
+                break
+            sender.send(pb_utils.InferenceResponse(output_tensors=[self._text([word])]))
+            sent += 1
+        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+
+    @staticmethod
+    def _pause(sender, seconds):
+        """Sleeps, but stops early when the request is cancelled."""
+        end = time.monotonic() + seconds
+        while not sender.is_cancelled():
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.01))
+
     # -- entry point -----------------------------------------------------
     def execute(self, requests):
         handler = getattr(self, "_" + self.kind)
-        if self.kind == "repeat":
+        if self.decoupled:
             for request in requests:
                 handler(request)
             return None

@@ -1,0 +1,323 @@
+//! `/generate` and `/generate_stream` (facts §1.6) over `ModelStreamInfer`
+//! (facts §6.4): one upstream stream per HTTP request, carrying the one
+//! request and half-closed at once, so the upstream ends the stream when
+//! the request is complete (Triton does). The first upstream message fixes
+//! the HTTP status, as on Triton; `/generate` then waits for the end and
+//! answers its one response, `/generate_stream` forwards every response as
+//! an SSE event the moment it arrives (see [`pump`]).
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tonic::codec::Streaming;
+
+use crate::error::{Error, Kind, Result};
+use crate::front::guard::bearer;
+use crate::front::handler::Gateway;
+use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedResponse};
+use crate::front::route::{ModelRef, Route};
+use crate::model::InferRequest;
+use crate::proto::inference::ModelStreamInferResponse;
+use crate::trace::TraceContext;
+use crate::translate::from_grpc::stream::{stream_item, StreamItem};
+use crate::translate::sequence::sequence_key;
+use crate::translate::to_grpc;
+use crate::upstream::{call, Client, Lease, Target};
+use crate::wire::{compress, generate};
+
+/// Events buffered between the upstream reader and the HTTP writer. Small:
+/// beyond it the reader waits for the client (backpressure), and tonic's
+/// HTTP/2 flow control then holds the upstream back.
+const EVENT_BUFFER: usize = 16;
+
+/// How long the end of an upstream stream is awaited after its final
+/// response, before the stream is dropped (which cancels it).
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(1);
+
+const SSE_CONTENT_TYPE: &str = "text/event-stream; charset=utf-8";
+
+const NOT_ONE_RESPONSE: &str = "generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses";
+
+/// The upstream side of one generation: its stream, the request id the
+/// answers echo, and the deadline of the whole generation (enforced here:
+/// tonic bounds only the wait for the response head).
+struct Upstream {
+    /// The backend's in-flight count covers the whole generation.
+    _lease: Lease,
+    stream: Streaming<ModelStreamInferResponse>,
+    id: Vec<u8>,
+    deadline: tokio::time::Instant,
+}
+
+impl Upstream {
+    /// The next message; `None` at the end of the stream. A broken stream
+    /// or the deadline passing becomes a failed last response.
+    async fn next(&mut self) -> Option<StreamItem> {
+        let failed = |error: Error| StreamItem::Failed {
+            message: error.message,
+            last: true,
+        };
+        match tokio::time::timeout_at(self.deadline, self.stream.message()).await {
+            Ok(Ok(Some(message))) => Some(stream_item(message, &self.id)),
+            Ok(Ok(None)) => None,
+            Ok(Err(status)) => Some(failed(Error::from_status(&status))),
+            Err(_) => Some(failed(Error::new(
+                Kind::UpstreamTimeout,
+                "upstream deadline exceeded",
+            ))),
+        }
+    }
+
+    /// Lets the upstream end a finished stream itself (a drop before its
+    /// end would be seen as a cancellation), for a short while at most.
+    async fn drain(mut self) {
+        let rest = async { while let Ok(Some(_)) = self.stream.message().await {} };
+        let _ = tokio::time::timeout(DRAIN_TIME, rest).await;
+    }
+}
+
+impl Gateway {
+    /// Like [`Gateway::handle_route`], except that a `/generate_stream`
+    /// answer is streamed. The entry point of the pingora glue.
+    pub async fn answer(&self, route: &Route, req: &HttpRequest) -> Answer {
+        match route {
+            Route::GenerateStream(model) if route.allows(&req.method) => {
+                let credential = bearer(req.header("Authorization"));
+                let permit = self
+                    .guard
+                    .admit(route.group(), credential, req.peer, &self.metrics);
+                if let Err(error) = permit {
+                    return Answer::Full(HttpResponse::error(&error));
+                }
+                let trace =
+                    TraceContext::from_headers(req.header("traceparent"), req.header("tracestate"));
+                let answer = match trace.scope(self.generate_stream(model, req)).await {
+                    Ok(answer) => answer,
+                    Err(error) => {
+                        tracing::debug!(status = error.status(), message = %error.message, "generate_stream failed");
+                        Answer::Full(HttpResponse::error(&error))
+                    }
+                };
+                let status = match &answer {
+                    Answer::Full(r) => r.status,
+                    Answer::Streamed(s) => s.status,
+                };
+                let model = if status == 404 {
+                    "(unknown)"
+                } else {
+                    &model.name[..]
+                };
+                self.metrics
+                    .requests
+                    .with_label_values(&[route.name(), model, &status.to_string()])
+                    .inc();
+                answer
+            }
+            _ => Answer::Full(self.handle_route(route, req).await),
+        }
+    }
+
+    /// Both generate routes as one complete response (`/generate_stream`
+    /// collected): the dispatch target of `handle_route`.
+    pub(crate) async fn generate(&self, route: &Route, req: &HttpRequest) -> Result<HttpResponse> {
+        match route {
+            Route::Generate(model) => self.generate_once(model, req).await,
+            Route::GenerateStream(model) => match self.generate_stream(model, req).await? {
+                Answer::Full(response) => Ok(response),
+                Answer::Streamed(streamed) => Ok(streamed.collect().await),
+            },
+            _ => Err(Error::internal("not a generate route")),
+        }
+    }
+
+    /// `/generate`: exactly one response expected; any other count is
+    /// Triton's error text with the status of the first message.
+    async fn generate_once(&self, model: &ModelRef, req: &HttpRequest) -> Result<HttpResponse> {
+        let mut upstream = self.open_generate(model, req).await?;
+        let first = upstream.next().await;
+        let status = first_status(first.as_ref())?;
+        let mut body = None;
+        let mut count = 0usize;
+        let mut item = first;
+        while let Some(current) = item.take() {
+            let (json, last) = render(current);
+            count += 1;
+            body.get_or_insert(json);
+            if last {
+                upstream.drain().await;
+                break;
+            }
+            item = upstream.next().await;
+        }
+        let body = match (count, body) {
+            (1, Some(json)) => json,
+            _ => Error::internal(NOT_ONE_RESPONSE).body(),
+        };
+        Ok(HttpResponse::new(
+            status,
+            "application/json",
+            vec![Bytes::from(body)],
+        ))
+    }
+
+    /// `/generate_stream`: the status from the first message, then every
+    /// response as `data: <json>\n\n` as it arrives.
+    async fn generate_stream(&self, model: &ModelRef, req: &HttpRequest) -> Result<Answer> {
+        let mut upstream = self.open_generate(model, req).await?;
+        let first = upstream.next().await;
+        let status = first_status(first.as_ref())?;
+        let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+        if let Some(first) = first {
+            let (json, last) = render(first);
+            // A fresh channel has room for one event.
+            let _ = tx.try_send(generate::sse_event(&json));
+            if last {
+                drop(tx);
+                tokio::spawn(upstream.drain());
+            } else {
+                tokio::spawn(pump(upstream, tx));
+            }
+        }
+        Ok(Answer::Streamed(StreamedResponse {
+            status,
+            headers: vec![("Content-Type", SSE_CONTENT_TYPE.to_string())],
+            body: rx,
+        }))
+    }
+
+    /// Facts §1.6 order: model signature (unknown model → 404), request
+    /// `Content-Encoding`, body → request; then the upstream stream opens.
+    async fn open_generate(&self, model: &ModelRef, req: &HttpRequest) -> Result<Upstream> {
+        let info = self.model_info(model).await?.ok_or_else(|| {
+            Error::unsupported(
+                "generate needs the model's inputs, which the upstream does not provide (no ModelConfig or ModelMetadata)",
+            )
+        })?;
+        if compress::request_encoding(req.header("Content-Encoding"))
+            != Ok(compress::Encoding::Identity)
+        {
+            return Err(Error::invalid(
+                "Unsupported content-encoding, only 'identity' is supported.",
+            ));
+        }
+        let mut request = generate::decode(
+            &model.name,
+            &model.version,
+            &req.body,
+            &info,
+            self.decode_limits(),
+        )?;
+        // gRPC reserves `triton_*` keys (and `triton_enable_empty_final_response`
+        // would change the stream itself): never forwarded.
+        request
+            .parameters
+            .retain(|(k, _)| !k.starts_with("triton_"));
+        let deadline = tokio::time::Instant::now() + self.config.generate.stream_timeout();
+        let (lease, stream) = self.call_stream_infer(&request).await?;
+        Ok(Upstream {
+            _lease: lease,
+            stream,
+            id: request.id,
+            deadline,
+        })
+    }
+
+    /// `ModelStreamInfer` with the one request, half-closed after it; the
+    /// deadline is the generation's (`generate.stream_timeout_ms`).
+    /// The backend is chosen like `/infer`'s (model-aware, sticky for a
+    /// sequence); opening the stream counts toward its passive health.
+    async fn call_stream_infer(
+        &self,
+        request: &InferRequest,
+    ) -> Result<(Lease, Streaming<ModelStreamInferResponse>)> {
+        let message = to_grpc::model_infer(request);
+        let pool = &self.pool;
+        pool.started().await;
+        let sequence = sequence_key(&message);
+        let target = Target {
+            model: Some(&request.model_name),
+            sequence: sequence.as_deref(),
+        };
+        let lease = pool.pick(&target, &[])?;
+        let timeout = self.config.generate.stream_timeout();
+        let open = |mut client: Client, timeout| {
+            let message = message.clone();
+            async move {
+                client
+                    .model_stream_infer(call::request(tokio_stream::once(message), timeout))
+                    .await
+            }
+        };
+        let stream = pool
+            .call_on(&lease, timeout, &open)
+            .await
+            .map_err(call::Attempt::into_error)?;
+        Ok((lease, stream))
+    }
+}
+
+/// The HTTP status Triton sends, fixed by the first message (facts §1.6):
+/// 200 for a response or none at all; for a failed response, the status
+/// of its error code, which gRPC streams do not carry: taken as `UNKNOWN`,
+/// the code of the Python backend's errors (400). A request refused before
+/// scheduling is answered as an ordinary error.
+fn first_status(first: Option<&StreamItem>) -> Result<u16> {
+    match first {
+        None | Some(StreamItem::Response { .. }) => Ok(200),
+        Some(StreamItem::Failed { message, .. }) => {
+            Ok(Error::new(Kind::ClientOther(tonic::Code::Unknown), message.clone()).status())
+        }
+        Some(StreamItem::Refused { message }) => Err(refused(message)),
+    }
+}
+
+/// A refusal's kind: the stream carries only the text. The signature was
+/// fetched just before, so the model existed: the core's validation
+/// (`INVALID_ARG`) is what remains, unless the model vanished meanwhile.
+fn refused(message: &str) -> Error {
+    let kind = if message.starts_with("Request for unknown model") {
+        Kind::NotFound
+    } else {
+        Kind::InvalidArg
+    };
+    Error::new(kind, message)
+}
+
+/// The JSON of one message (a response, or `{"error":...}`), and whether
+/// it is the last of the request.
+fn render(item: StreamItem) -> (Vec<u8>, bool) {
+    match item {
+        StreamItem::Response { response, last } => match generate::encode(&response) {
+            Ok(json) => (json, last),
+            Err(error) => (error.body(), last),
+        },
+        StreamItem::Failed { message, last } => (Error::internal(message).body(), last),
+        StreamItem::Refused { message } => (Error::internal(message).body(), true),
+    }
+}
+
+/// Forwards the rest of the stream as SSE events. Returns — dropping the
+/// upstream stream, which cancels the call (HTTP/2 `RST_STREAM`) — as soon
+/// as the HTTP side is gone, even while the model is between responses.
+async fn pump(mut upstream: Upstream, tx: mpsc::Sender<Bytes>) {
+    loop {
+        let item = tokio::select! {
+            () = tx.closed() => {
+                tracing::debug!("client gone: cancelling the upstream stream");
+                return;
+            }
+            item = upstream.next() => item,
+        };
+        let Some(item) = item else { return };
+        let (json, last) = render(item);
+        // Waits while the channel is full: the client sets the pace.
+        if tx.send(generate::sse_event(&json)).await.is_err() {
+            tracing::debug!("client gone: cancelling the upstream stream");
+            return;
+        }
+        if last {
+            drop(tx);
+            upstream.drain().await;
+            return;
+        }
+    }
+}
