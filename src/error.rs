@@ -69,6 +69,32 @@ impl Kind {
         }
     }
 
+    /// The legacy v1 API's answer (facts §7.1): HTTP 400 for every failure
+    /// (405 for a wrong method; v1 servers know no other error status) and
+    /// the failure's class as the `NV-Status` code. 200 is success only.
+    pub fn v1_status(self) -> (u16, crate::proto::v1::RequestStatusCode) {
+        use crate::proto::v1::RequestStatusCode as V1;
+        let code = match self {
+            Kind::InvalidArg | Kind::JsonAccess | Kind::PayloadTooLarge => V1::InvalidArg,
+            Kind::ClientOther(tonic::Code::AlreadyExists) => V1::AlreadyExists,
+            Kind::ClientOther(_) => V1::Unknown,
+            Kind::NotFound | Kind::RouteNotFound => V1::NotFound,
+            Kind::MethodNotAllowed | Kind::Unsupported | Kind::UnsupportedEncoding => {
+                V1::Unsupported
+            }
+            Kind::Internal => V1::Internal,
+            Kind::Unavailable | Kind::UpstreamUnreachable | Kind::UpstreamTimeout => {
+                V1::Unavailable
+            }
+        };
+        let status = if self == Kind::MethodNotAllowed {
+            405
+        } else {
+            400
+        };
+        (status, code)
+    }
+
     /// The inverse of facts §0.1: an upstream gRPC code to our kind.
     pub fn from_grpc(code: tonic::Code) -> Kind {
         use tonic::Code as C;
@@ -211,6 +237,27 @@ mod tests {
         ];
         for (code, http) in cases {
             assert_eq!(Kind::from_grpc(code).status().0, http, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn v1_answers_are_400_with_a_status_code() {
+        use crate::proto::v1::RequestStatusCode as V1;
+        let cases = [
+            (Kind::InvalidArg, 400, V1::InvalidArg),
+            (Kind::NotFound, 400, V1::NotFound),
+            (Kind::Internal, 400, V1::Internal),
+            (Kind::UpstreamUnreachable, 400, V1::Unavailable),
+            (
+                Kind::ClientOther(tonic::Code::AlreadyExists),
+                400,
+                V1::AlreadyExists,
+            ),
+            (Kind::ClientOther(tonic::Code::Cancelled), 400, V1::Unknown),
+            (Kind::MethodNotAllowed, 405, V1::Unsupported),
+        ];
+        for (kind, http, code) in cases {
+            assert_eq!(kind.v1_status(), (http, code), "{kind:?}");
         }
     }
 

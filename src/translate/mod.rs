@@ -1,7 +1,9 @@
 //! Conversions between protocol-neutral types (and HTTP JSON bodies) and the
 //! generated gRPC messages, named by direction: `to_grpc` builds upstream
-//! requests, `from_grpc` renders upstream answers.
+//! requests, `from_grpc` renders upstream answers; `v1` carries the legacy
+//! v1 API over both.
 
 pub mod checks;
 pub mod from_grpc;
 pub mod to_grpc;
+pub mod v1;

@@ -1,7 +1,7 @@
 //! Wire codecs, pure and synchronous (no I/O): bytes in, model types out,
 //! and back. `json`/`json_write` reproduce rapidjson's behaviour, `tensor`
 //! the element layouts, `v2_request`/`v2_response` the v2 HTTP infer body,
-//! `compress` the HTTP content codings.
+//! `compress` the HTTP content codings, `v1` the legacy v1 API.
 
 pub mod compress;
 #[cfg(test)]
@@ -9,5 +9,6 @@ pub(crate) mod fixtures;
 pub mod json;
 pub mod json_write;
 pub mod tensor;
+pub mod v1;
 pub mod v2_request;
 pub mod v2_response;
