@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub mod v1;
+
 /// Triton's own default HTTP port, so clients need no change.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8000";
 /// Triton's default gRPC port.
@@ -41,6 +43,7 @@ pub struct Config {
     pub upstream: Upstream,
     pub limits: Limits,
     pub http: Http,
+    pub v1: v1::V1,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -179,6 +182,7 @@ impl Config {
             regex::Regex::new(pattern)
                 .map_err(|e| format!("http.header_forward_pattern is not a valid regex: {e}"))?;
         }
+        self.v1.validate()?;
         Ok(())
     }
 
@@ -212,6 +216,7 @@ mod tests {
             "[limits]\nmax_input_size = 0",
             "[http]\nheader_forward_pattern = \"(\"",
             "[server]\nunknown = 1",
+            "[v1]\npath_prefix = \"api/\"",
         ];
         for text in bad {
             let result = Config::from_toml(text).and_then(|c| c.validate());

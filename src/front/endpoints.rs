@@ -208,6 +208,7 @@ impl Gateway {
                 "generate and generate_stream are not supported by tensorgate yet",
             )),
             Route::Infer(m) => self.infer(m, req).await,
+            Route::V1(_) => Err(Error::internal("v1 routes are answered by front::v1")),
         }
     }
 }

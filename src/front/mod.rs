@@ -1,5 +1,6 @@
 //! The HTTP front: `route` classifies, `handler` (+ `infer`, `endpoints`)
-//! answers, `session` is the pingora glue, `server` wires the service.
+//! answers, `session` is the pingora glue, `server` wires the service;
+//! `v1` serves the legacy v1 API.
 
 pub mod endpoints;
 pub mod handler;
@@ -8,3 +9,4 @@ pub mod infer;
 pub mod route;
 pub mod server;
 pub mod session;
+pub mod v1;

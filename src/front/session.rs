@@ -50,8 +50,8 @@ impl ProxyHttp for GatewayService {
 
     async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> PingoraResult<bool> {
         let header = session.req_header();
-        let path = String::from_utf8_lossy(header.raw_path());
-        let path = path.split('?').next().unwrap_or_default().to_string();
+        let target = String::from_utf8_lossy(header.raw_path()).into_owned();
+        let path = target.split('?').next().unwrap_or_default().to_string();
         let method = header.method.clone();
         let headers: Vec<(String, Bytes)> = header
             .case_header_iter()
@@ -60,7 +60,8 @@ impl ProxyHttp for GatewayService {
                 (name, Bytes::copy_from_slice(value.as_bytes()))
             })
             .collect();
-        let Some(route) = Route::classify(&path) else {
+        let v1_prefix = &self.gateway.config().v1.path_prefix;
+        let Some(route) = Route::classify_target(&target, v1_prefix) else {
             return self
                 .answer(
                     session,
@@ -73,9 +74,8 @@ impl ProxyHttp for GatewayService {
             Ok(body) => body,
             Err(BodyError::Refused(error)) => {
                 linger(session).await;
-                return self
-                    .answer(session, HttpResponse::error(&error), true)
-                    .await;
+                let refusal = crate::front::v1::refusal(&self.gateway, &route, &error);
+                return self.answer(session, refusal, true).await;
             }
             Err(BodyError::Io(e)) => return Err(e),
         };
