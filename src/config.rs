@@ -206,6 +206,7 @@ mod tests {
         let config = Config::from_file(&path).expect("example config parses");
         config.validate().expect("example config is valid");
         assert_eq!(config.limits.max_input_size, DEFAULT_MAX_INPUT_SIZE);
+        assert_eq!(config.v1, v1::V1::default());
     }
 
     #[test]
