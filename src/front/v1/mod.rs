@@ -3,8 +3,10 @@
 //! repository index, each translated to v2 RPCs. Every answer carries
 //! `NV-Status`; success is exactly HTTP 200 with code `SUCCESS`, every
 //! failure 400 (405 for a wrong method) with the code and message from
-//! the error table (`Kind::v1_status`), never a JSON body.
+//! the error table (`Kind::v1_status`), never a JSON body. `grpc` is the
+//! v1 gRPC service, translated the same way.
 
+pub mod grpc;
 mod infer;
 pub mod route;
 mod rpc;
