@@ -12,7 +12,12 @@
 use std::path::PathBuf;
 
 const PROTO_DIR: &str = "proto";
-const PROTO_FILES: [&str; 3] = ["grpc_service.proto", "model_config.proto", "health.proto"];
+const PROTO_FILES: [&str; 4] = [
+    "grpc_service.proto",
+    "model_config.proto",
+    "health.proto",
+    "v1/grpc_service.proto",
+];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed={PROTO_DIR}");

@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 mod generate;
 pub use generate::Generate;
+pub mod v1;
 
 /// Triton's own default HTTP port, so clients need no change.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8000";
@@ -70,6 +71,7 @@ pub struct Config {
     pub log: Log,
     pub auth: Auth,
     pub generate: Generate,
+    pub v1: v1::V1,
 }
 
 /// Logging: `tracing` to stderr.
@@ -458,6 +460,7 @@ impl Config {
             regex::Regex::new(pattern)
                 .map_err(|e| format!("http.header_forward_pattern is not a valid regex: {e}"))?;
         }
+        self.v1.validate()?;
         Ok(())
     }
 
@@ -481,6 +484,7 @@ mod tests {
         let config = Config::from_file(&path).expect("example config parses");
         config.validate().expect("example config is valid");
         assert_eq!(config.limits.max_input_size, DEFAULT_MAX_INPUT_SIZE);
+        assert_eq!(config.v1, v1::V1::default());
     }
 
     #[test]
@@ -500,6 +504,7 @@ mod tests {
             "[http]\nheader_forward_pattern = \"(\"",
             "[server]\nunknown = 1",
             "[generate]\nstream_timeout_ms = 0",
+            "[v1]\npath_prefix = \"api/\"",
         ];
         for text in bad {
             let result = Config::from_toml(text).and_then(|c| c.validate());

@@ -81,6 +81,38 @@ impl Kind {
         }
     }
 
+    /// The legacy v1 API's answer (facts §7.1): HTTP 400 for every failure
+    /// (405 for a wrong method; v1 servers know no other error status) and
+    /// the failure's class as the `NV-Status` code. 200 is success only.
+    pub fn v1_status(self) -> (u16, crate::proto::v1::RequestStatusCode) {
+        use crate::proto::v1::RequestStatusCode as V1;
+        let code = match self {
+            Kind::InvalidArg | Kind::JsonAccess | Kind::PayloadTooLarge => V1::InvalidArg,
+            Kind::ClientOther(tonic::Code::AlreadyExists) => V1::AlreadyExists,
+            Kind::ClientOther(_) => V1::Unknown,
+            Kind::NotFound | Kind::RouteNotFound => V1::NotFound,
+            Kind::MethodNotAllowed | Kind::Unsupported | Kind::UnsupportedEncoding => {
+                V1::Unsupported
+            }
+            Kind::Internal => V1::Internal,
+            Kind::Unavailable | Kind::UpstreamUnreachable | Kind::UpstreamTimeout => {
+                V1::Unavailable
+            }
+            // The gateway's own refusals keep their HTTP status: a v1
+            // client sees a non-200 with a non-success NV-Status either way.
+            Kind::Unauthorized | Kind::Forbidden => V1::InvalidArg,
+            Kind::TooManyRequests | Kind::Overloaded => V1::Unavailable,
+        };
+        let status = match self {
+            Kind::MethodNotAllowed => 405,
+            Kind::Unauthorized | Kind::Forbidden | Kind::TooManyRequests | Kind::Overloaded => {
+                self.status().0
+            }
+            _ => 400,
+        };
+        (status, code)
+    }
+
     /// The inverse of facts §0.1: an upstream gRPC code to our kind.
     pub fn from_grpc(code: tonic::Code) -> Kind {
         use tonic::Code as C;
@@ -259,6 +291,27 @@ mod tests {
         }
         let ours = Error::new(Kind::UpstreamTimeout, "late").to_status();
         assert_eq!(ours.code(), C::DeadlineExceeded);
+    }
+
+    #[test]
+    fn v1_answers_are_400_with_a_status_code() {
+        use crate::proto::v1::RequestStatusCode as V1;
+        let cases = [
+            (Kind::InvalidArg, 400, V1::InvalidArg),
+            (Kind::NotFound, 400, V1::NotFound),
+            (Kind::Internal, 400, V1::Internal),
+            (Kind::UpstreamUnreachable, 400, V1::Unavailable),
+            (
+                Kind::ClientOther(tonic::Code::AlreadyExists),
+                400,
+                V1::AlreadyExists,
+            ),
+            (Kind::ClientOther(tonic::Code::Cancelled), 400, V1::Unknown),
+            (Kind::MethodNotAllowed, 405, V1::Unsupported),
+        ];
+        for (kind, http, code) in cases {
+            assert_eq!(kind.v1_status(), (http, code), "{kind:?}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //!   `inference::grpc_inference_service_client`, server in
 //!   `inference::grpc_inference_service_server`) and Triton's `ModelConfig`.
 //! * [`health`]: package `grpc.health.v1` — the standard health service.
+//! * [`v1`]: package `nvidia.inferenceserver` — the legacy v1 API.
 //! * [`FILE_DESCRIPTOR_SET`]: the encoded descriptors of all three files, for
 //!   run-time reflection with `prost-reflect` (e.g. rendering `ModelConfig` as
 //!   JSON in declaration order, as Triton does).
@@ -26,8 +27,15 @@ pub mod health {
     tonic::include_proto!("grpc.health.v1");
 }
 
+/// Package `nvidia.inferenceserver`: the legacy TensorRT Inference Server v1
+/// messages (`proto/v1/`), spoken by the gateway's `/api/...` front and its
+/// v1 gRPC service.
+pub mod v1 {
+    tonic::include_proto!("nvidia.inferenceserver");
+}
+
 /// Encoded `google.protobuf.FileDescriptorSet` of `model_config.proto`,
-/// `grpc_service.proto` and `health.proto` (with source info).
+/// `grpc_service.proto`, `health.proto` and the v1 files (with source info).
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/tensorgate_descriptor.bin"));
 

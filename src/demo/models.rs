@@ -299,6 +299,23 @@ pub(crate) fn catalog() -> Vec<ModelSpec> {
             pacing: Pacing::Immediate,
             compute: add_sub,
         },
+        // The v1 examples' model (and the v1 captures'): INT32 [16] twice,
+        // OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, max batch 8.
+        ModelSpec {
+            name: "simple",
+            max_batch_size: 8,
+            inputs: vec![
+                TensorSpec::new("INPUT0", TypeInt32, &[16]),
+                TensorSpec::new("INPUT1", TypeInt32, &[16]),
+            ],
+            outputs: vec![
+                TensorSpec::new("OUTPUT0", TypeInt32, &[16]),
+                TensorSpec::new("OUTPUT1", TypeInt32, &[16]),
+            ],
+            decoupled: false,
+            pacing: Pacing::Immediate,
+            compute: simple,
+        },
         ModelSpec {
             name: "string_single",
             max_batch_size: 0,
@@ -406,6 +423,36 @@ fn add_sub(inputs: &[Tensor]) -> Result<Responses, Status> {
     let outputs = vec![
         output("OUTPUT0", fp32_bytes(x.iter().zip(&y).map(|(p, q)| p + q))),
         output("OUTPUT1", fp32_bytes(x.iter().zip(&y).map(|(p, q)| p - q))),
+    ];
+    Ok(Box::new(std::iter::once(outputs)))
+}
+
+/// `simple`: INT32 sums and differences, wrapping like C++ int arithmetic.
+fn simple(inputs: &[Tensor]) -> Result<Responses, Status> {
+    let find = |name: &str| inputs.iter().find(|t| t.name == name);
+    let (Some(a), Some(b)) = (find("INPUT0"), find("INPUT1")) else {
+        return Err(Status::internal("simple needs INPUT0 and INPUT1"));
+    };
+    let ints = |data: &[u8]| -> Vec<i32> {
+        data.chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    };
+    let (x, y) = (ints(&a.data), ints(&b.data));
+    let output = |name: &str, op: fn(i32, i32) -> i32| Tensor {
+        name: name.to_owned(),
+        dtype: DataType::TypeInt32,
+        shape: a.shape.clone(),
+        data: x
+            .iter()
+            .zip(&y)
+            .flat_map(|(p, q)| op(*p, *q).to_le_bytes())
+            .collect::<Vec<u8>>()
+            .into(),
+    };
+    let outputs = vec![
+        output("OUTPUT0", i32::wrapping_add),
+        output("OUTPUT1", i32::wrapping_sub),
     ];
     Ok(Box::new(std::iter::once(outputs)))
 }

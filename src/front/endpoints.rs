@@ -199,6 +199,7 @@ impl Gateway {
             Route::Backends => json(crate::front::admin::backends_json(pool)),
             Route::Generate(_) | Route::GenerateStream(_) => self.generate(route, req).await,
             Route::Infer(m) => self.infer(m, req).await,
+            Route::V1(_) => Err(Error::internal("v1 routes are answered by front::v1")),
         }
     }
 }

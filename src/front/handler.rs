@@ -76,7 +76,7 @@ impl Gateway {
 
     /// Classifies and answers one request (method check included).
     pub async fn handle(&self, req: HttpRequest) -> HttpResponse {
-        let Some(route) = Route::classify(&req.path) else {
+        let Some(route) = Route::classify_target(&req.path, &self.config.v1.path_prefix) else {
             return HttpResponse::error(&Error::route_not_found());
         };
         self.handle_route(&route, &req).await
@@ -157,8 +157,11 @@ impl Gateway {
             .admit(route.group(), credential, req.peer, &self.metrics)
         {
             Ok(permit) => permit,
-            Err(error) => return HttpResponse::error(&error),
+            Err(error) => return crate::front::v1::refusal(self, route, &error),
         };
+        if let Route::V1(v1) = route {
+            return self.v1(v1, req).await;
+        }
         if !route.allows(&req.method) {
             let mut error = Error::method_not_allowed();
             if !route.plain_before_body() {

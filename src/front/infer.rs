@@ -53,7 +53,10 @@ impl Gateway {
 
     /// `ModelInfer` on a backend serving the model (the sequence's own
     /// backend for sequence requests), within the request's deadline.
-    async fn call_infer(&self, request: &InferRequest) -> Result<crate::model::InferResponse> {
+    pub(crate) async fn call_infer(
+        &self,
+        request: &InferRequest,
+    ) -> Result<crate::model::InferResponse> {
         let message = to_grpc::model_infer(request);
         let sequence = sequence_key(&message);
         let target = Target {

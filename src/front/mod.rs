@@ -1,6 +1,6 @@
 //! The HTTP front: `route` classifies, `handler` (+ `infer`, `endpoints`,
-//! `fanout`, `admin`, `generate`) answers, `session` is the pingora glue, `server`
-//! wires the service.
+//! `fanout`, `admin`, `generate`) answers, `session` is the pingora glue,
+//! `server` wires the service; `v1` serves the legacy v1 API.
 
 pub mod admin;
 pub mod drain;
@@ -14,3 +14,4 @@ pub mod infer;
 pub mod route;
 pub mod server;
 pub mod session;
+pub mod v1;

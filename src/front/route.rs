@@ -4,6 +4,8 @@
 
 use http::Method;
 
+use crate::front::v1::route::V1Route;
+
 /// A model reference taken from the path: name used verbatim, version as
 /// written (digits only; empty = the server's version policy).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,9 +57,25 @@ pub enum Route {
     },
     /// tensorgate's own extension: the backends of the upstream group.
     Backends,
+    /// The legacy v1 API (`[prefix]/api/...`), answered by `front::v1`.
+    V1(V1Route),
 }
 
 impl Route {
+    /// Classifies a raw request target (path and query): the legacy v1 API
+    /// at `/api/...` and under `v1_prefix`, else a v2 route of the path.
+    pub fn classify_target(target: &str, v1_prefix: &str) -> Option<Route> {
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        let v1_path = match path.strip_prefix(v1_prefix) {
+            Some(rest) if !v1_prefix.is_empty() && rest.starts_with("/api/") => rest,
+            _ => path,
+        };
+        if let Some(route) = V1Route::classify(v1_path, query) {
+            return Some(Route::V1(route));
+        }
+        Route::classify(path)
+    }
+
     /// Classifies `path` (query already stripped). `None` = 404 Not Found.
     pub fn classify(path: &str) -> Option<Route> {
         match path {
@@ -101,6 +119,7 @@ impl Route {
             | Route::ModelStats(_)
             | Route::Backends => get,
             Route::TraceSetting(_) | Route::Logging => get || post,
+            Route::V1(route) => route.allows(method),
             Route::SystemShm { action, .. } | Route::CudaShm { action, .. } => match action {
                 ShmAction::Status => get,
                 _ => post,
@@ -135,6 +154,7 @@ impl Route {
             Route::SystemShm { .. } => "system_shared_memory",
             Route::CudaShm { .. } => "cuda_shared_memory",
             Route::Backends => "backends",
+            Route::V1(_) => "v1",
         }
     }
 
@@ -154,6 +174,7 @@ impl Route {
             | Route::RepositoryUnload { .. } => "model-repository",
             Route::SystemShm { .. } | Route::CudaShm { .. } => "shared-memory",
             Route::Backends => "admin",
+            Route::V1(v1) => v1.group(),
         }
     }
 
@@ -170,6 +191,7 @@ impl Route {
             Route::RepositoryLoad { model, .. } | Route::RepositoryUnload { model, .. } => {
                 Some(model)
             }
+            Route::V1(v1) => v1.model(),
             _ => None,
         }
     }
@@ -332,5 +354,18 @@ mod tests {
         for (path, want) in cases {
             assert_eq!(Route::classify(path), want, "{path}");
         }
+    }
+
+    #[test]
+    fn v1_paths_with_and_without_the_prefix() {
+        let live = Some(Route::V1(V1Route::HealthLive));
+        assert_eq!(Route::classify_target("/api/health/live", ""), live);
+        assert_eq!(Route::classify_target("/api/health/live", "/p"), live);
+        assert_eq!(Route::classify_target("/p/api/health/live", "/p"), live);
+        assert_eq!(Route::classify_target("/p/api/health/live", ""), None);
+        assert_eq!(
+            Route::classify_target("/v2/health/live?x=1", "/p"),
+            Some(Route::HealthLive)
+        );
     }
 }

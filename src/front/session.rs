@@ -52,8 +52,8 @@ impl ProxyHttp for GatewayService {
     async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> PingoraResult<bool> {
         let _inflight = self.gateway.inflight().enter();
         let header = session.req_header();
-        let path = String::from_utf8_lossy(header.raw_path());
-        let path = path.split('?').next().unwrap_or_default().to_string();
+        let target = String::from_utf8_lossy(header.raw_path()).into_owned();
+        let path = target.split('?').next().unwrap_or_default().to_string();
         let method = header.method.clone();
         let headers: Vec<(String, Bytes)> = header
             .case_header_iter()
@@ -62,7 +62,8 @@ impl ProxyHttp for GatewayService {
                 (name, Bytes::copy_from_slice(value.as_bytes()))
             })
             .collect();
-        let Some(route) = Route::classify(&path) else {
+        let v1_prefix = &self.gateway.config().v1.path_prefix;
+        let Some(route) = Route::classify_target(&target, v1_prefix) else {
             return self
                 .answer(
                     session,
@@ -77,9 +78,8 @@ impl ProxyHttp for GatewayService {
                 let metrics = self.gateway.metrics();
                 metrics.rejected.with_label_values(&["size"]).inc();
                 linger(session).await;
-                return self
-                    .answer(session, HttpResponse::error(&error), true)
-                    .await;
+                let refusal = crate::front::v1::refusal(&self.gateway, &route, &error);
+                return self.answer(session, refusal, true).await;
             }
             Err(BodyError::Io(e)) => return Err(e),
         };

@@ -43,8 +43,11 @@ pub async fn serve(
 ) -> Result<(), tonic::transport::Error> {
     // TCP_NODELAY: without it large messages stall on delayed ACKs.
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    // The legacy v1 gRPC service shares the listener (its own package name).
+    let v1 = crate::front::v1::grpc::V1GrpcService::new(gateway.clone()).server();
     tonic::transport::Server::builder()
         .add_service(service(gateway))
+        .add_service(v1)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
 }

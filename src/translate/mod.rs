@@ -1,9 +1,11 @@
 //! Conversions between protocol-neutral types (and HTTP JSON bodies) and the
 //! generated gRPC messages, named by direction: `to_grpc` builds upstream
 //! requests, `from_grpc` renders upstream answers; `sequence` reads the
-//! sticky key of a sequence request (shared with the gRPC passthrough).
+//! sticky key of a sequence request (shared with the gRPC passthrough);
+//! `v1` carries the legacy v1 API over both.
 
 pub mod checks;
 pub mod from_grpc;
 pub mod sequence;
 pub mod to_grpc;
+pub mod v1;

@@ -1,7 +1,8 @@
 //! Wire codecs, pure and synchronous (no I/O): bytes in, model types out,
 //! and back. `json`/`json_write` reproduce rapidjson's behaviour, `tensor`
 //! the element layouts, `v2_request`/`v2_response` the v2 HTTP infer body,
-//! `generate` the `/generate*` bodies, `compress` the HTTP content codings.
+//! `generate` the `/generate*` bodies, `compress` the HTTP content codings,
+//! `v1` the legacy v1 API.
 
 pub mod compress;
 #[cfg(test)]
@@ -10,5 +11,6 @@ pub mod generate;
 pub mod json;
 pub mod json_write;
 pub mod tensor;
+pub mod v1;
 pub mod v2_request;
 pub mod v2_response;

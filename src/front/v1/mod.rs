@@ -1,0 +1,187 @@
+//! The legacy TensorRT Inference Server v1 HTTP API (facts §7;
+//! v1-legacy-facts.md): health, status, infer, model control and the
+//! repository index, each translated to v2 RPCs. Every answer carries
+//! `NV-Status`; success is exactly HTTP 200 with code `SUCCESS`, every
+//! failure 400 (405 for a wrong method) with the code and message from
+//! the error table (`Kind::v1_status`), never a JSON body. `grpc` is the
+//! v1 gRPC service, translated the same way.
+
+pub mod grpc;
+mod infer;
+pub mod route;
+mod rpc;
+mod status;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::error::{Error, Kind, Result};
+use crate::front::handler::Gateway;
+use crate::front::http::{HttpRequest, HttpResponse};
+use crate::front::route::Route;
+use crate::proto::v1 as pb;
+use crate::wire::v1::{answer, Format};
+use route::V1Route;
+
+/// v1 `request_id`s: unique per process, never 0 (0 = unknown).
+static REQUEST_IDS: AtomicU64 = AtomicU64::new(1);
+
+fn next_request_id() -> u64 {
+    REQUEST_IDS.fetch_add(1, Ordering::Relaxed)
+}
+
+/// When the v1 front first served (the status `uptime_ns` counts from it).
+fn started() -> Instant {
+    static STARTED: OnceLock<Instant> = OnceLock::new();
+    *STARTED.get_or_init(Instant::now)
+}
+
+/// A successful v1 answer before the status header is added.
+struct Answer {
+    content_type: Option<&'static str>,
+    infer_response: Option<String>,
+    body: Vec<Bytes>,
+}
+
+impl Answer {
+    fn empty() -> Answer {
+        Answer {
+            content_type: None,
+            infer_response: None,
+            body: Vec::new(),
+        }
+    }
+
+    fn message<M: crate::wire::v1::text::V1Message>(message: &M, format: Format) -> Answer {
+        let (content_type, body) = answer::encode(message, format);
+        Answer {
+            content_type: Some(content_type),
+            infer_response: None,
+            body: vec![Bytes::from(body)],
+        }
+    }
+}
+
+impl Gateway {
+    /// Answers one v1 request.
+    pub async fn v1(&self, route: &V1Route, req: &HttpRequest) -> HttpResponse {
+        started();
+        let request_id = next_request_id();
+        let result = if route.allows(&req.method) {
+            self.v1_dispatch(route, req).await
+        } else {
+            Err(Error::method_not_allowed())
+        };
+        let server_id = &self.config.v1.server_id;
+        match result {
+            Ok(ok) => {
+                let status =
+                    answer::status(pb::RequestStatusCode::Success, "", server_id, request_id);
+                let mut headers = Vec::with_capacity(3);
+                if let Some(value) = ok.infer_response {
+                    headers.push(("NV-InferResponse", value));
+                }
+                headers.push(("NV-Status", status));
+                if let Some(content_type) = ok.content_type {
+                    headers.push(("Content-Type", content_type.to_string()));
+                }
+                HttpResponse {
+                    status: 200,
+                    headers,
+                    body: ok.body,
+                }
+            }
+            Err(error) => {
+                tracing::debug!(message = %error.message, "v1 request failed");
+                error_response(&error, server_id, request_id)
+            }
+        }
+    }
+
+    async fn v1_dispatch(&self, route: &V1Route, req: &HttpRequest) -> Result<Answer> {
+        match route {
+            V1Route::HealthLive => health(self.v1_server_live().await?, "live"),
+            V1Route::HealthReady => health(self.v1_server_ready().await?, "ready"),
+            V1Route::Status { model, format } => {
+                let format = json_if_accepted(*format, req);
+                let status = self.v1_server_status(model.as_deref()).await?;
+                Ok(Answer::message(&status, format))
+            }
+            V1Route::Infer { model, format } => self.v1_infer(model, *format, req).await,
+            V1Route::ModelLoad(model) => {
+                self.models.invalidate(model);
+                self.v1_model_load(model).await?;
+                self.models.invalidate(model);
+                Ok(Answer::empty())
+            }
+            V1Route::ModelUnload(model) => {
+                self.models.invalidate(model);
+                self.v1_model_unload(model).await?;
+                self.models.invalidate(model);
+                Ok(Answer::empty())
+            }
+            V1Route::RepositoryIndex(format) => {
+                let index = self.v1_repository_index().await?.ok_or_else(|| {
+                    Error::unsupported("the upstream has no model repository API")
+                })?;
+                let mut models: Vec<pb::model_repository_index::ModelEntry> = Vec::new();
+                for entry in index {
+                    if !models.iter().any(|m| m.name == entry.name) {
+                        models.push(pb::model_repository_index::ModelEntry { name: entry.name });
+                    }
+                }
+                Ok(Answer::message(&pb::ModelRepositoryIndex { models }, *format))
+            }
+            V1Route::SharedMemoryControl => Err(Error::unsupported(
+                "shared-memory control is not available through the v1 API of tensorgate; register regions with the v2 API",
+            )),
+            V1Route::Invalid(message) => Err(Error::invalid(message.clone())),
+        }
+    }
+}
+
+/// TRTIS also answered status as JSON for `Accept: application/json` (exact).
+fn json_if_accepted(format: Format, req: &HttpRequest) -> Format {
+    match req.header("Accept") {
+        Some(b"application/json") if format == Format::Text => Format::Json,
+        _ => format,
+    }
+}
+
+/// 200 when the upstream says so; otherwise 400 with code UNAVAILABLE.
+fn health(ok: bool, what: &str) -> Result<Answer> {
+    if ok {
+        Ok(Answer::empty())
+    } else {
+        Err(Error::new(
+            Kind::Unavailable,
+            format!("the server is not {what}"),
+        ))
+    }
+}
+
+/// A failure as v1 answers it: status and code from the one table, the
+/// message in `NV-Status`, an empty body.
+fn error_response(error: &Error, server_id: &str, request_id: u64) -> HttpResponse {
+    let (status, code) = error.kind.v1_status();
+    HttpResponse {
+        status,
+        headers: vec![(
+            "NV-Status",
+            answer::status(code, &error.message, server_id, request_id),
+        )],
+        body: Vec::new(),
+    }
+}
+
+/// The answer to a request refused before its body was read (size limits):
+/// v1 style for v1 routes, the v2 error otherwise.
+pub fn refusal(gateway: &Gateway, route: &Route, error: &Error) -> HttpResponse {
+    match route {
+        Route::V1(_) => error_response(error, &gateway.config.v1.server_id, next_request_id()),
+        _ => HttpResponse::error(error),
+    }
+}
