@@ -69,17 +69,18 @@ def fleet(e2e_tmpdir):
             f.write("[upstream]\naddresses = [%s]\nrequest_timeout_ms = %d\n"
                     "[upstream.health]\ninterval_ms = 200\ntimeout_ms = 500\n"
                     % (", ".join('"%s"' % t["grpc"] for t in tritons), DEADLINE_MS))
-        port = c.free_port()
+        port, grpc_port = c.free_port(), c.free_port()
         log_path = os.path.join(e2e_tmpdir, "tensorgate-fleet.log")
         binary = os.environ.get("TENSORGATE_BIN") or os.path.join(c.REPO_ROOT, "target", "debug", "tensorgate")
         with open(log_path, "wb") as log:
-            gw = subprocess.Popen([binary, "--config", config, "--listen", "127.0.0.1:%d" % port],
+            gw = subprocess.Popen([binary, "--config", config, "--listen", "127.0.0.1:%d" % port,
+                                   "--grpc-listen", "127.0.0.1:%d" % grpc_port],
                                   stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         procs.append(gw)
         base = "http://127.0.0.1:%d" % port
         c.wait_until(lambda: c.http_status(base + "/v2/health/ready") == 200,
                      c.GATEWAY_START_TIMEOUT_S, gw, "tensorgate", log_path)
-        yield {"gateway": base, "tritons": tritons}
+        yield {"gateway": base, "grpc": "127.0.0.1:%d" % grpc_port, "tritons": tritons}
     finally:
         for p in procs:
             c.stop(p)
@@ -122,6 +123,36 @@ def test_plain_requests_alternate_between_the_tritons(fleet):
         assert status == 200, body
     after = [add_sub_count(t) for t in fleet["tritons"]]
     assert [a - b for a, b in zip(after, before)] == [20, 20]
+
+
+def test_grpc_clients_are_balanced_per_call_too(fleet):
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(fleet["grpc"])
+    try:
+        assert client.is_server_ready()
+        before = [add_sub_count(t) for t in fleet["tritons"]]
+        for _ in range(20):  # one connection, balanced per call
+            a = grpcclient.InferInput("INPUT0", [2], "FP32")
+            b = grpcclient.InferInput("INPUT1", [2], "FP32")
+            a.set_data_from_numpy(np.array([1, 2], dtype=np.float32))
+            b.set_data_from_numpy(np.array([3, 4], dtype=np.float32))
+            result = client.infer("add_sub", [a, b])
+            assert result.as_numpy("OUTPUT0").tolist() == [4.0, 6.0]
+        after = [add_sub_count(t) for t in fleet["tritons"]]
+        assert [x - y for x, y in zip(after, before)] == [10, 10]
+        # A gRPC sequence keeps its state on one Triton as well.
+        total = 0
+        for step, value in enumerate([5, 6, 7]):
+            x = grpcclient.InferInput("INPUT0", [1, 1], "INT32")
+            x.set_data_from_numpy(np.array([[value]], dtype=np.int32))
+            result = client.infer("sequence_accumulate", [x], sequence_id=77,
+                                  sequence_start=(step == 0), sequence_end=(step == 2))
+            total += value
+            assert result.as_numpy("OUTPUT0").tolist() == [[total]]
+    finally:
+        client.close()
 
 
 def test_sequences_keep_their_state_on_one_triton(fleet):
