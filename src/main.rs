@@ -9,7 +9,7 @@ use tensorgate::config::Config;
 use tensorgate::Gateway;
 
 /// KServe v2 HTTP gateway in front of gRPC inference servers.
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 #[command(version, about)]
 struct Cli {
     #[command(subcommand)]
@@ -40,7 +40,7 @@ struct Cli {
     header_forward_pattern: Option<String>,
 }
 
-#[derive(Subcommand, Debug)]
+#[derive(Subcommand, Debug, Clone)]
 enum Command {
     /// Run with the embedded demo upstream (no other server needed).
     Demo {
@@ -86,13 +86,25 @@ fn main() -> ExitCode {
             }
         }
     }
+    let demo_addresses = config.upstream.addresses.clone();
     match Gateway::new(config) {
-        Ok(gateway) => match tensorgate::front::server::run(gateway) {
-            Err(message) => {
-                eprintln!("tensorgate: {message}");
-                ExitCode::from(1)
+        Ok(gateway) => {
+            let reload_cli = cli.clone();
+            gateway.set_reload_source(Box::new(move || {
+                let mut config = load(&reload_cli)?;
+                // The demo's own upstreams are not in any file.
+                if matches!(reload_cli.command, Some(Command::Demo { .. })) {
+                    config.upstream.addresses = demo_addresses.clone();
+                }
+                Ok(config)
+            }));
+            match tensorgate::front::server::run(gateway) {
+                Err(message) => {
+                    eprintln!("tensorgate: {message}");
+                    ExitCode::from(1)
+                }
             }
-        },
+        }
         Err(message) => {
             eprintln!("tensorgate: invalid configuration: {message}");
             ExitCode::from(2)

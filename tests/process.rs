@@ -312,3 +312,63 @@ fn json_access_log_has_one_line_per_request_and_no_tensor_bytes() {
     let _ = std::fs::remove_file(&config);
     let _ = std::fs::remove_file(&log);
 }
+
+#[test]
+fn sighup_reloads_the_config_file_and_refuses_an_invalid_one() {
+    let config = std::env::temp_dir().join(format!("tensorgate-hup-{}.toml", std::process::id()));
+    let log = config.with_extension("log");
+    std::fs::write(&config, "[log]\naccess_log = false\n").unwrap();
+    let mut gw = GatewayProcess::demo_logging(&["--config", config.to_str().unwrap()], Some(&log));
+    let status = |headers: &str| {
+        let mut client = connect(&gw);
+        client
+            .write_all(&post(
+                "/v2/models/add_sub/infer",
+                headers,
+                ADD_SUB_JSON.as_bytes(),
+            ))
+            .unwrap();
+        read_answer(&mut client).status()
+    };
+    let hup = |pid: u32| {
+        let kill = std::process::Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+    };
+    assert_eq!(status(""), 200);
+    std::fs::write(&config, "[auth]\nkeys = [{ key = \"k\" }]\n").unwrap();
+    hup(gw.child.id());
+    // The reload is asynchronous: wait (bounded) until the key is required.
+    assert!(eventually(|| status("") == 401), "the reload never applied");
+    assert_eq!(status("Authorization: Bearer k\r\n"), 200);
+    std::fs::write(
+        &config,
+        "[auth]\nkeys = [{ key = \"k\" }]\n[upstream]\naddresses = []\n",
+    )
+    .unwrap();
+    hup(gw.child.id());
+    let refused = eventually(|| {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("configuration reload refused"))
+    });
+    assert!(refused, "no refusal in the log");
+    // Refused: still running, still the previous rules.
+    assert_eq!(status("Authorization: Bearer k\r\n"), 200);
+    assert_eq!(status(""), 401);
+    assert!(gw.child.try_wait().unwrap().is_none(), "the gateway exited");
+    let _ = std::fs::remove_file(&config);
+    let _ = std::fs::remove_file(&log);
+}
+
+/// Polls `condition` (every 10 ms, for at most 10 s) until it holds.
+fn eventually(mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}

@@ -4,7 +4,8 @@
 //! answered (HTTP and gRPC); [`DrainService`] ends the process as soon as
 //! that count reaches zero after SIGTERM, so a drained gateway exits in
 //! milliseconds, and a busy one when its last request is answered or the
-//! grace period ends, whichever comes first.
+//! grace period ends, whichever comes first. [`ReloadService`] applies a
+//! new configuration on `SIGHUP`.
 
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
@@ -70,5 +71,50 @@ impl BackgroundService for DrainService {
         self.inflight.idle().await;
         tracing::info!("drained; exiting");
         std::process::exit(0);
+    }
+}
+
+/// Reloads the configuration on `SIGHUP` (see `Gateway::reload`): an
+/// invalid file is refused with an error in the log, and the running
+/// configuration stays.
+pub struct ReloadService {
+    pub gateway: Arc<crate::Gateway>,
+}
+
+#[async_trait]
+impl BackgroundService for ReloadService {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut hangups = match signal(SignalKind::hangup()) {
+            Ok(hangups) => hangups,
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGHUP; reload disabled");
+                return;
+            }
+        };
+        loop {
+            tokio::select! {
+                _ = hangups.recv() => self.reload(),
+                _ = shutdown.wait_for(|stop| *stop) => return,
+            }
+        }
+    }
+}
+
+impl ReloadService {
+    fn reload(&self) {
+        let Some(source) = self.gateway.reload_source() else {
+            return;
+        };
+        match source().and_then(|config| self.gateway.reload(&config)) {
+            Ok(ignored) if ignored.is_empty() => tracing::info!("configuration reloaded"),
+            Ok(ignored) => tracing::warn!(
+                needs_restart = ?ignored,
+                "configuration reloaded; these sections changed but apply only after a restart"
+            ),
+            Err(error) => {
+                tracing::error!(%error, "configuration reload refused; keeping the running one")
+            }
+        }
     }
 }

@@ -83,7 +83,7 @@ impl Gateway {
             Route::GenerateStream(model) if route.allows(&req.method) => {
                 let credential = bearer(req.header("Authorization"));
                 let permit = self
-                    .guard
+                    .guard()
                     .admit(route.group(), credential, req.peer, &self.metrics);
                 if let Err(error) = permit {
                     return Answer::Full(HttpResponse::error(&error));

@@ -17,13 +17,18 @@ use std::sync::Arc;
 use crate::upstream::{ModelCache, Pool, UpstreamSettings};
 use crate::wire::v2_request::DecodeLimits;
 
+/// Reads the configuration again (the file, then the command line).
+pub type ReloadSource = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
+
 /// Everything a request needs, shared by all requests.
 pub struct Gateway {
     pub(crate) config: Config,
     pub(crate) pool: Arc<Pool>,
     pub(crate) inflight: Arc<Inflight>,
     pub(crate) metrics: Arc<Metrics>,
-    pub(crate) guard: Guard,
+    guard: std::sync::RwLock<Arc<Guard>>,
+    /// Where a reload (SIGHUP) reads the configuration from.
+    reload_source: std::sync::OnceLock<ReloadSource>,
     pub(crate) models: ModelCache,
     pub(crate) forward_pattern: Option<Regex>,
 }
@@ -45,7 +50,8 @@ impl Gateway {
         Ok(Gateway {
             models: ModelCache::new(config.upstream.model_info_ttl()),
             pool,
-            guard: Guard::new(&config.auth, &config.limits),
+            guard: std::sync::RwLock::new(Arc::new(Guard::new(&config.auth, &config.limits))),
+            reload_source: std::sync::OnceLock::new(),
             metrics,
             inflight: Arc::default(),
             forward_pattern,
@@ -80,6 +86,62 @@ impl Gateway {
             return HttpResponse::error(&Error::route_not_found());
         };
         self.handle_route(&route, &req).await
+    }
+
+    /// The current access rules (replaced by a reload).
+    pub(crate) fn guard(&self) -> Arc<Guard> {
+        self.guard.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Applies a new configuration without dropping connections: the
+    /// upstream addresses, API keys and the per-client and in-flight limits.
+    /// An invalid configuration is refused and the current one kept. Other
+    /// changes (listen addresses, threads, timeouts) need a restart: they
+    /// are listed in the answer.
+    pub fn reload(&self, new: &Config) -> Result<Vec<&'static str>, String> {
+        new.validate()?;
+        let old = &self.config;
+        self.pool.set_addresses(new.upstream.addresses.clone());
+        let guard = Guard::new(&new.auth, &new.limits);
+        *self.guard.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(guard);
+        let mut ignored = Vec::new();
+        let mut upstream = new.upstream.clone();
+        upstream.addresses = old.upstream.addresses.clone();
+        let mut limits = new.limits.clone();
+        (
+            limits.rate_per_client,
+            limits.concurrency_per_client,
+            limits.max_inflight,
+        ) = (
+            old.limits.rate_per_client,
+            old.limits.concurrency_per_client,
+            old.limits.max_inflight,
+        );
+        for (name, changed) in [
+            ("server", new.server != old.server),
+            ("upstream (other than addresses)", upstream != old.upstream),
+            ("limits (sizes)", limits != old.limits),
+            ("http", new.http != old.http),
+            ("grpc", new.grpc != old.grpc),
+            ("admin", new.admin != old.admin),
+            ("log", new.log != old.log),
+            ("generate", new.generate != old.generate),
+            ("v1", new.v1 != old.v1),
+        ] {
+            if changed {
+                ignored.push(name);
+            }
+        }
+        Ok(ignored)
+    }
+
+    /// Where `SIGHUP` re-reads the configuration (set by the binary).
+    pub fn set_reload_source(&self, source: ReloadSource) {
+        let _ = self.reload_source.set(source);
+    }
+
+    pub(crate) fn reload_source(&self) -> Option<&ReloadSource> {
+        self.reload_source.get()
     }
 
     /// The Prometheus text of this gateway's metrics.
@@ -153,7 +215,7 @@ impl Gateway {
     async fn answer_route(&self, route: &Route, req: &HttpRequest) -> HttpResponse {
         let credential = bearer(req.header("Authorization"));
         let _permit = match self
-            .guard
+            .guard()
             .admit(route.group(), credential, req.peer, &self.metrics)
         {
             Ok(permit) => permit,

@@ -11,7 +11,7 @@ use pingora_core::server::{Server, ShutdownWatch};
 use pingora_core::services::background::{background_service, BackgroundService};
 
 use crate::front::admin::AdminApp;
-use crate::front::drain::DrainService;
+use crate::front::drain::{DrainService, ReloadService};
 use crate::front::handler::Gateway;
 use crate::front::session::GatewayService;
 use pingora_core::apps::http_app::HttpServer;
@@ -40,6 +40,10 @@ pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
         inflight: gateway.inflight().clone(),
     };
     server.add_service(background_service("drain", drain));
+    let reload = ReloadService {
+        gateway: gateway.clone(),
+    };
+    server.add_service(background_service("reload", reload));
     if let Some(listen) = &config.admin.listen {
         let app = AdminApp {
             gateway: gateway.clone(),

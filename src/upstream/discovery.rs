@@ -10,12 +10,15 @@ use pingora::lb::discovery::ServiceDiscovery;
 use pingora::lb::Backend;
 use pingora_core::{Error as PingoraError, ErrorType, Result as PingoraResult};
 
+/// The configured addresses, shared with the pool (a reload replaces them).
+pub type Addresses = std::sync::Arc<std::sync::RwLock<Vec<String>>>;
+
 pub struct Discovery {
-    addresses: Vec<String>,
+    addresses: Addresses,
 }
 
 impl Discovery {
-    pub fn new(addresses: Vec<String>) -> Discovery {
+    pub fn new(addresses: Addresses) -> Discovery {
         Discovery { addresses }
     }
 }
@@ -26,7 +29,8 @@ impl ServiceDiscovery for Discovery {
     /// resolve: a DNS hiccup must not drain healthy backends.
     async fn discover(&self) -> PingoraResult<(BTreeSet<Backend>, HashMap<u64, bool>)> {
         let mut backends = BTreeSet::new();
-        for address in &self.addresses {
+        let addresses = self.addresses.read().map(|a| a.clone()).unwrap_or_default();
+        for address in &addresses {
             let resolved = tokio::net::lookup_host(address.as_str())
                 .await
                 .map_err(|e| {
@@ -53,7 +57,9 @@ mod tests {
 
     #[tokio::test]
     async fn names_resolve_to_every_address_and_literals_to_themselves() {
-        let d = Discovery::new(vec!["127.0.0.1:9001".into(), "localhost:9002".into()]);
+        let d = Discovery::new(Addresses::new(
+            vec!["127.0.0.1:9001".into(), "localhost:9002".into()].into(),
+        ));
         let (backends, _) = d.discover().await.expect("resolves");
         let text: Vec<String> = backends.iter().map(|b| b.addr.to_string()).collect();
         assert!(text.contains(&"127.0.0.1:9001".to_string()), "{text:?}");
@@ -62,10 +68,9 @@ mod tests {
 
     #[tokio::test]
     async fn an_unresolvable_name_fails_the_whole_pass() {
-        let d = Discovery::new(vec![
-            "127.0.0.1:9001".into(),
-            "no-such-host.invalid:1".into(),
-        ]);
+        let d = Discovery::new(Addresses::new(
+            vec!["127.0.0.1:9001".into(), "no-such-host.invalid:1".into()].into(),
+        ));
         assert!(d.discover().await.is_err());
     }
 }

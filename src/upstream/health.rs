@@ -153,7 +153,8 @@ impl Pool {
         loop {
             let Some(pool) = pool.upgrade() else { return };
             let settings = pool.settings().clone();
-            if last_discovery.is_none_or(|t| t.elapsed() >= settings.discovery_interval) {
+            let due = last_discovery.is_none_or(|t| t.elapsed() >= settings.discovery_interval);
+            if pool.take_rediscover() || due {
                 if let Err(e) = pool.discover().await {
                     tracing::warn!(error = %e, "discovery failed; keeping the previous backends");
                 }

@@ -10,7 +10,7 @@ use pingora::lb::selection::{BackendIter, BackendSelection, Consistent, RoundRob
 use pingora::lb::{Backend as LbBackend, Backends, LoadBalancer};
 
 use super::backend::{Backend, Lease};
-use super::discovery::Discovery;
+use super::discovery::{Addresses, Discovery};
 use super::health::{self, ReadyCheck};
 use super::select::{self, Candidates};
 use super::UpstreamSettings;
@@ -50,6 +50,10 @@ pub struct Pool {
     /// that serves requests.
     started: std::sync::Once,
     me: std::sync::Weak<Pool>,
+    /// What discovery resolves (replaced by a configuration reload).
+    addresses: Addresses,
+    /// Set by a reload: the next pass runs discovery at once.
+    rediscover: std::sync::atomic::AtomicBool,
 }
 
 impl Pool {
@@ -57,7 +61,8 @@ impl Pool {
     /// plus checks) fills it. Backends get traffic once seen ready.
     pub fn new(settings: UpstreamSettings, metrics: Arc<Metrics>) -> Arc<Pool> {
         let settings = Arc::new(settings);
-        let discovery = Discovery::new(settings.addresses.clone());
+        let addresses = Addresses::new(settings.addresses.clone().into());
+        let discovery = Discovery::new(addresses.clone());
         let mut backends = Backends::new(Box::new(discovery));
         let check = ReadyCheck::new(&settings);
         backends.set_health_check(Box::new(health::Shared(check.clone())));
@@ -69,6 +74,8 @@ impl Pool {
             lb,
             members: RwLock::new(Arc::new(Members::build(&BTreeSet::new(), None))),
             passes: tokio::sync::watch::Sender::new(0),
+            addresses,
+            rediscover: std::sync::atomic::AtomicBool::new(false),
             started: std::sync::Once::new(),
             me: me.clone(),
         });
@@ -118,6 +125,20 @@ impl Pool {
 
     pub(super) fn pass_done(&self) {
         self.passes.send_modify(|n| *n += 1);
+    }
+
+    /// New addresses for the group (a configuration reload): the next pass
+    /// resolves them; backends no longer listed drain.
+    pub fn set_addresses(&self, addresses: Vec<String>) {
+        *self.addresses.write().unwrap_or_else(|e| e.into_inner()) = addresses;
+        self.rediscover
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether a reload asked for discovery now (clears the request).
+    pub(super) fn take_rediscover(&self) -> bool {
+        self.rediscover
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Every backend of the current membership, in address order.
