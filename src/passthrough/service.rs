@@ -15,6 +15,7 @@ use super::metadata;
 use super::stream::ResponseStream;
 use super::unary::{unary, Aim};
 use crate::front::fanout::{CallOptions, Control, Placed};
+use crate::front::guard::{bearer, Permit};
 use crate::front::handler::Gateway;
 use crate::proto::inference as pb;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceService;
@@ -39,6 +40,24 @@ impl Passthrough {
     /// Counts a call as in flight (the graceful drain waits for it).
     pub(super) fn enter(&self) -> crate::front::drain::InflightGuard {
         self.gateway.inflight().enter()
+    }
+
+    /// The HTTP front's access rules, from the call's `authorization`
+    /// metadata and peer address; the permit lasts as long as the call.
+    fn admit<T>(&self, request: &Request<T>, group: &str) -> Result<Permit, Status> {
+        let credential = request
+            .metadata()
+            .get("authorization")
+            .map(|v| v.as_bytes());
+        self.gateway
+            .guard()
+            .admit(
+                group,
+                bearer(credential),
+                request.remote_addr().map(|a| a.ip()),
+                self.gateway.metrics(),
+            )
+            .map_err(|e| e.to_status())
     }
 
     /// Repository load/unload: the HTTP front's core (fan-out or one
@@ -79,16 +98,18 @@ impl GrpcInferenceService for Passthrough {
     /// The gateway is live while it runs.
     async fn server_live(
         &self,
-        _: Request<pb::ServerLiveRequest>,
+        request: Request<pb::ServerLiveRequest>,
     ) -> Answer<pb::ServerLiveResponse> {
+        let _permit = self.admit(&request, "health")?;
         Ok(Response::new(pb::ServerLiveResponse { live: true }))
     }
 
     /// Ready while at least one backend is.
     async fn server_ready(
         &self,
-        _: Request<pb::ServerReadyRequest>,
+        request: Request<pb::ServerReadyRequest>,
     ) -> Answer<pb::ServerReadyResponse> {
+        let _permit = self.admit(&request, "health")?;
         let pool = self.pool();
         pool.started().await;
         Ok(Response::new(pb::ServerReadyResponse {
@@ -100,6 +121,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::ModelReadyRequest>,
     ) -> Answer<pb::ModelReadyResponse> {
+        let _permit = self.admit(&request, "health")?;
         let aim = Aim::model(&request.get_ref().name);
         unary!(self, request, aim, model_ready)
     }
@@ -109,6 +131,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::ServerMetadataRequest>,
     ) -> Answer<pb::ServerMetadataResponse> {
+        let _permit = self.admit(&request, "metadata")?;
         unary!(self, request, Aim::ANY, server_metadata)
     }
 
@@ -116,6 +139,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::ModelMetadataRequest>,
     ) -> Answer<pb::ModelMetadataResponse> {
+        let _permit = self.admit(&request, "metadata")?;
         let aim = Aim::model(&request.get_ref().name);
         unary!(self, request, aim, model_metadata)
     }
@@ -124,6 +148,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::ModelInferRequest>,
     ) -> Answer<pb::ModelInferResponse> {
+        let _permit = self.admit(&request, "inference")?;
         let aim = Aim {
             model: Some(request.get_ref().model_name.clone()),
             sequence: sequence_key(request.get_ref()),
@@ -137,6 +162,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<Streaming<pb::ModelInferRequest>>,
     ) -> Answer<ResponseStream> {
+        let _permit = self.admit(&request, "inference")?;
         self.stream(request).await
     }
 
@@ -144,6 +170,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::ModelConfigRequest>,
     ) -> Answer<pb::ModelConfigResponse> {
+        let _permit = self.admit(&request, "model-config")?;
         let aim = Aim::model(&request.get_ref().name);
         unary!(self, request, aim, model_config)
     }
@@ -152,6 +179,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::ModelStatisticsRequest>,
     ) -> Answer<pb::ModelStatisticsResponse> {
+        let _permit = self.admit(&request, "statistics")?;
         let aim = Aim::model(&request.get_ref().name);
         unary!(self, request, aim, model_statistics)
     }
@@ -160,6 +188,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::RepositoryIndexRequest>,
     ) -> Answer<pb::RepositoryIndexResponse> {
+        let _permit = self.admit(&request, "model-repository")?;
         unary!(self, request, Aim::ANY, repository_index)
     }
 
@@ -167,6 +196,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::RepositoryModelLoadRequest>,
     ) -> Answer<pb::RepositoryModelLoadResponse> {
+        let _permit = self.admit(&request, "model-repository")?;
         self.control(request, |r| &r.model_name, Control::Load)
             .await
     }
@@ -175,6 +205,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::RepositoryModelUnloadRequest>,
     ) -> Answer<pb::RepositoryModelUnloadResponse> {
+        let _permit = self.admit(&request, "model-repository")?;
         self.control(request, |r| &r.model_name, Control::Unload)
             .await
     }
@@ -183,6 +214,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::SystemSharedMemoryStatusRequest>,
     ) -> Answer<pb::SystemSharedMemoryStatusResponse> {
+        let _permit = self.admit(&request, "shared-memory")?;
         unary!(self, request, Aim::ANY, system_shared_memory_status)
     }
 
@@ -190,6 +222,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::SystemSharedMemoryRegisterRequest>,
     ) -> Answer<pb::SystemSharedMemoryRegisterResponse> {
+        let _permit = self.admit(&request, "shared-memory")?;
         unary!(self, request, Aim::ANY, system_shared_memory_register)
     }
 
@@ -197,6 +230,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::SystemSharedMemoryUnregisterRequest>,
     ) -> Answer<pb::SystemSharedMemoryUnregisterResponse> {
+        let _permit = self.admit(&request, "shared-memory")?;
         unary!(self, request, Aim::ANY, system_shared_memory_unregister)
     }
 
@@ -204,6 +238,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::CudaSharedMemoryStatusRequest>,
     ) -> Answer<pb::CudaSharedMemoryStatusResponse> {
+        let _permit = self.admit(&request, "shared-memory")?;
         unary!(self, request, Aim::ANY, cuda_shared_memory_status)
     }
 
@@ -211,6 +246,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::CudaSharedMemoryRegisterRequest>,
     ) -> Answer<pb::CudaSharedMemoryRegisterResponse> {
+        let _permit = self.admit(&request, "shared-memory")?;
         unary!(self, request, Aim::ANY, cuda_shared_memory_register)
     }
 
@@ -218,6 +254,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::CudaSharedMemoryUnregisterRequest>,
     ) -> Answer<pb::CudaSharedMemoryUnregisterResponse> {
+        let _permit = self.admit(&request, "shared-memory")?;
         unary!(self, request, Aim::ANY, cuda_shared_memory_unregister)
     }
 
@@ -225,6 +262,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::TraceSettingRequest>,
     ) -> Answer<pb::TraceSettingResponse> {
+        let _permit = self.admit(&request, "trace")?;
         unary!(self, request, Aim::ANY, trace_setting)
     }
 
@@ -232,6 +270,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::LogSettingsRequest>,
     ) -> Answer<pb::LogSettingsResponse> {
+        let _permit = self.admit(&request, "logging")?;
         unary!(self, request, Aim::ANY, log_settings)
     }
 }
