@@ -54,6 +54,9 @@ pub const DEFAULT_UNHEALTHY_THRESHOLD: usize = 2;
 pub const DEFAULT_EJECT_AFTER_FAILURES: usize = 3;
 /// How long a passively ejected backend is skipped before it is tried again.
 pub const DEFAULT_EJECT_MS: u64 = 5_000;
+/// A 256 MiB body takes seconds on a slow link; a minute is generous and
+/// still ends a slow-body (slowloris) attack.
+pub const DEFAULT_BODY_TIMEOUT_MS: u64 = 60_000;
 /// Kubernetes sends SIGKILL 30 s after SIGTERM; finish well before.
 pub const DEFAULT_GRACE_PERIOD_SECONDS: u64 = 10;
 /// One worker thread per core of the small machines gateways run on.
@@ -190,6 +193,9 @@ pub struct Limits {
     pub concurrency_per_client: u64,
     /// Requests in flight in the whole gateway (503 above); 0: no limit.
     pub max_inflight: u64,
+    /// The whole request body must arrive within this (408 after it), so
+    /// a client trickling bytes cannot hold a connection and a buffer.
+    pub body_timeout_ms: u64,
 }
 
 /// API keys. Off while no key is configured (inline or in the file).
@@ -331,7 +337,14 @@ impl Default for Limits {
             rate_per_client: 0,
             concurrency_per_client: 0,
             max_inflight: 0,
+            body_timeout_ms: DEFAULT_BODY_TIMEOUT_MS,
         }
+    }
+}
+
+impl Limits {
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_millis(self.body_timeout_ms)
     }
 }
 
@@ -439,6 +452,10 @@ impl Config {
             ("limits.max_body_size", self.limits.max_body_size),
             ("limits.max_json_depth", self.limits.max_json_depth),
             ("limits.max_chunks", self.limits.max_chunks),
+            (
+                "limits.body_timeout_ms",
+                self.limits.body_timeout_ms as usize,
+            ),
             (
                 "upstream.max_message_bytes",
                 self.upstream.max_message_bytes,

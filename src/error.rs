@@ -41,6 +41,8 @@ pub enum Kind {
     TooManyRequests,
     /// The gateway's global in-flight cap (adds `Retry-After`).
     Overloaded,
+    /// The client did not send its body in time (`limits.body_timeout_ms`).
+    RequestTimeout,
 }
 
 /// Which `Content-Type` an error carries: Triton uses `application/json`
@@ -78,6 +80,7 @@ impl Kind {
             Kind::Forbidden => (403, C::PermissionDenied),
             Kind::TooManyRequests => (429, C::ResourceExhausted),
             Kind::Overloaded => (503, C::Unavailable),
+            Kind::RequestTimeout => (408, C::DeadlineExceeded),
         }
     }
 
@@ -102,6 +105,7 @@ impl Kind {
             // client sees a non-200 with a non-success NV-Status either way.
             Kind::Unauthorized | Kind::Forbidden => V1::InvalidArg,
             Kind::TooManyRequests | Kind::Overloaded => V1::Unavailable,
+            Kind::RequestTimeout => V1::InvalidArg,
         };
         let status = match self {
             Kind::MethodNotAllowed => 405,

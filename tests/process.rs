@@ -372,3 +372,22 @@ fn eventually(mut condition: impl FnMut() -> bool) -> bool {
     }
     false
 }
+
+#[test]
+fn a_body_that_trickles_past_its_deadline_gets_408() {
+    let config = std::env::temp_dir().join(format!("tensorgate-slow-{}.toml", std::process::id()));
+    std::fs::write(&config, "[limits]\nbody_timeout_ms = 300\n").unwrap();
+    let gw = GatewayProcess::demo(&["--config", config.to_str().unwrap()]);
+    let mut client = connect(&gw);
+    // Promise 100 bytes, send 10, then nothing.
+    client
+        .write_all(b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{\"inputs\":")
+        .unwrap();
+    let answer = read_answer(&mut client);
+    assert_eq!(answer.status(), 408);
+    assert_eq!(
+        String::from_utf8_lossy(&answer.body),
+        r#"{"error":"the request body did not arrive within 300 ms"}"#
+    );
+    let _ = std::fs::remove_file(&config);
+}

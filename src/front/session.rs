@@ -72,11 +72,27 @@ impl ProxyHttp for GatewayService {
                 )
                 .await;
         };
-        let body = match self.read_body(session).await {
+        let body_timeout = self.gateway.config().limits.body_timeout();
+        let body = match tokio::time::timeout(body_timeout, self.read_body(session)).await {
+            Err(_) => Err(BodyError::Refused(Error::new(
+                Kind::RequestTimeout,
+                format!(
+                    "the request body did not arrive within {} ms",
+                    body_timeout.as_millis()
+                ),
+            ))),
+            Ok(read) => read,
+        };
+        let body = match body {
             Ok(body) => body,
             Err(BodyError::Refused(error)) => {
+                let reason = if error.kind == Kind::RequestTimeout {
+                    "slow"
+                } else {
+                    "size"
+                };
                 let metrics = self.gateway.metrics();
-                metrics.rejected.with_label_values(&["size"]).inc();
+                metrics.rejected.with_label_values(&[reason]).inc();
                 linger(session).await;
                 let refusal = crate::front::v1::refusal(&self.gateway, &route, &error);
                 return self.answer(session, refusal, true).await;
