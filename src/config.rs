@@ -73,8 +73,57 @@ pub struct Config {
     pub admin: Admin,
     pub log: Log,
     pub auth: Auth,
+    pub tls: Tls,
     pub generate: Generate,
     pub v1: v1::V1,
+}
+
+/// HTTPS (h1 and h2 by ALPN) beside the plain listener.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Tls {
+    /// `IP:PORT` of the HTTPS listener; unset: no HTTPS.
+    pub listen: Option<String>,
+    /// PEM certificate chain and private key.
+    pub cert_file: Option<std::path::PathBuf>,
+    pub key_file: Option<std::path::PathBuf>,
+    /// How often the files are looked at for a renewed certificate.
+    pub reload_check_ms: u64,
+}
+
+impl Default for Tls {
+    fn default() -> Tls {
+        Tls {
+            listen: None,
+            cert_file: None,
+            key_file: None,
+            // Renewals are rare; noticing one within seconds is plenty.
+            reload_check_ms: 5_000,
+        }
+    }
+}
+
+/// TLS (and mutual TLS) toward the upstream backends.
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamTls {
+    /// PEM CA certificate(s) that sign the backends' certificates.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// PEM client certificate and key (mutual TLS).
+    pub cert_file: Option<std::path::PathBuf>,
+    pub key_file: Option<std::path::PathBuf>,
+    /// The name checked in the backends' certificates (default: the host
+    /// of each address, which is an IP after discovery).
+    pub domain: Option<String>,
+    /// Use TLS even without a CA file (system roots are not loaded: set
+    /// `ca_file` for private CAs).
+    pub enabled: bool,
+}
+
+impl UpstreamTls {
+    pub fn active(&self) -> bool {
+        self.enabled || self.ca_file.is_some() || self.cert_file.is_some()
+    }
 }
 
 /// Logging: `tracing` to stderr.
@@ -138,6 +187,7 @@ pub struct Upstream {
     /// a backend (connection refused). Sequence requests are never retried.
     pub max_attempts: usize,
     pub health: Health,
+    pub tls: UpstreamTls,
 }
 
 /// How a backend is chosen for a request without a sequence.
@@ -310,6 +360,7 @@ impl Default for Upstream {
             fanout_repository: true,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             health: Health::default(),
+            tls: UpstreamTls::default(),
         }
     }
 }
@@ -434,6 +485,7 @@ impl Config {
         self.listen_addr()?;
         self.upstream.validate()?;
         self.auth.validate()?;
+        self.validate_tls()?;
         tracing_subscriber::EnvFilter::try_new(&self.log.level)
             .map_err(|e| format!("log.level is not a valid filter: {e}"))?;
         if let Some(listen) = &self.admin.listen {
@@ -481,6 +533,33 @@ impl Config {
         Ok(())
     }
 
+    /// Both TLS sides: the files exist and pair up.
+    fn validate_tls(&self) -> Result<(), String> {
+        if let Some(listen) = &self.tls.listen {
+            listen
+                .parse::<SocketAddr>()
+                .map_err(|_| format!("tls.listen must be IP:PORT, got {listen:?}"))?;
+            match (&self.tls.cert_file, &self.tls.key_file) {
+                (Some(cert), Some(key)) => {
+                    crate::front::tls::ReloadingCert::new(cert, key, Duration::ZERO)
+                        .map_err(|e| format!("tls: {e}"))?;
+                }
+                _ => return Err("tls.listen needs tls.cert_file and tls.key_file".into()),
+            }
+        }
+        let up = &self.upstream.tls;
+        if up.cert_file.is_some() != up.key_file.is_some() {
+            return Err("upstream.tls: cert_file and key_file go together".into());
+        }
+        for path in [&up.ca_file, &up.cert_file, &up.key_file]
+            .into_iter()
+            .flatten()
+        {
+            std::fs::read(path).map_err(|e| format!("upstream.tls: {}: {e}", path.display()))?;
+        }
+        Ok(())
+    }
+
     pub fn listen_addr(&self) -> Result<SocketAddr, String> {
         self.server.listen.parse().map_err(|_| {
             format!(
@@ -514,6 +593,8 @@ mod tests {
             "[upstream.health]\nunhealthy_threshold = 0",
             "[grpc]\nlisten = \"nope\"",
             "[log]\nformat = \"xml\"",
+            "[tls]\nlisten = \"127.0.0.1:8443\"",
+            "[upstream.tls]\ncert_file = \"/nonexistent.pem\"",
             "[auth]\nopen_groups = [\"everything\"]",
             "[auth]\nkeys_file = \"/nonexistent/keys\"",
             "[log]\nlevel = \"=[\"",

@@ -93,6 +93,16 @@ async fn serve(
     state: Arc<DemoState>,
     stop: oneshot::Receiver<()>,
 ) {
+    serve_tls(listener, state, stop, None).await
+}
+
+/// [`serve`], with TLS (and client certificates) when `tls` is given.
+async fn serve_tls(
+    listener: std::net::TcpListener,
+    state: Arc<DemoState>,
+    stop: oneshot::Receiver<()>,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+) {
     let listener = match TcpListener::from_std(listener) {
         Ok(listener) => listener,
         Err(error) => {
@@ -103,7 +113,17 @@ async fn serve(
     let inference = GrpcInferenceServiceServer::new(DemoService { state })
         .max_decoding_message_size(MAX_MESSAGE_SIZE)
         .max_encoding_message_size(MAX_MESSAGE_SIZE);
-    let server = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = match builder.tls_config(tls) {
+            Ok(builder) => builder,
+            Err(error) => {
+                tracing::error!(%error, "demo upstream: invalid TLS settings");
+                return;
+            }
+        };
+    }
+    let server = builder
         .add_service(inference)
         .add_service(HealthServer::new(HealthService))
         .serve_with_incoming_shutdown(
@@ -119,14 +139,37 @@ async fn serve(
 }
 
 impl DemoUpstream {
+    /// Like [`DemoUpstream::start`], over TLS with the PEM `cert` and `key`;
+    /// with `client_ca`, clients must present a certificate it signed.
+    pub async fn start_tls(
+        addr: SocketAddr,
+        cert: &[u8],
+        key: &[u8],
+        client_ca: Option<&[u8]>,
+    ) -> std::io::Result<DemoUpstream> {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(cert, key));
+        if let Some(ca) = client_ca {
+            tls = tls.client_ca_root(Certificate::from_pem(ca));
+        }
+        DemoUpstream::start_on_current(addr, Some(tls))
+    }
+
     /// Binds `addr` (e.g. `127.0.0.1:0`) and serves on the current tokio
     /// runtime (a spawned task). Returns once bound.
     pub async fn start(addr: SocketAddr) -> std::io::Result<DemoUpstream> {
+        DemoUpstream::start_on_current(addr, None)
+    }
+
+    fn start_on_current(
+        addr: SocketAddr,
+        tls: Option<tonic::transport::ServerTlsConfig>,
+    ) -> std::io::Result<DemoUpstream> {
         let listener = bind(addr)?;
         let addr = listener.local_addr()?;
         let state = Arc::new(DemoState::new());
         let (stop, stopped) = oneshot::channel();
-        tokio::spawn(serve(listener, state.clone(), stopped));
+        tokio::spawn(serve_tls(listener, state.clone(), stopped, tls));
         tracing::info!(%addr, "demo upstream listening");
         Ok(DemoUpstream {
             addr,

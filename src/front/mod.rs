@@ -14,4 +14,5 @@ pub mod infer;
 pub mod route;
 pub mod server;
 pub mod session;
+pub mod tls;
 pub mod v1;

@@ -14,7 +14,9 @@ use crate::front::admin::AdminApp;
 use crate::front::drain::{DrainService, ReloadService};
 use crate::front::handler::Gateway;
 use crate::front::session::GatewayService;
+use crate::front::tls::ReloadingCert;
 use pingora_core::apps::http_app::HttpServer;
+use pingora_core::listeners::tls::TlsSettings;
 use pingora_core::services::listening::Service;
 
 /// Runs the gateway until the process is told to stop. Returns only when
@@ -60,6 +62,19 @@ pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
         app.server_options = Some(options);
     }
     http.add_tcp(&config.server.listen);
+    if let (Some(listen), Some(cert), Some(key)) = (
+        &config.tls.listen,
+        &config.tls.cert_file,
+        &config.tls.key_file,
+    ) {
+        let check = std::time::Duration::from_millis(config.tls.reload_check_ms);
+        let resolver = ReloadingCert::new(cert, key, check)?;
+        let mut settings = TlsSettings::intermediate("", "").map_err(|e| e.to_string())?;
+        settings.set_cert_resolver(Arc::new(resolver));
+        settings.enable_h2();
+        http.add_tls_with_settings(listen, None, settings);
+        tracing::info!(%listen, "HTTPS listening");
+    }
     server.add_service(http);
     if let Some(grpc) = grpc {
         tracing::info!(listen = %grpc.addr, "gRPC passthrough listening");

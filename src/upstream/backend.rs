@@ -107,12 +107,28 @@ impl Backend {
     }
 
     fn endpoint(&self) -> Endpoint {
-        Endpoint::from(
-            http::Uri::try_from(format!("http://{}", self.addr)).expect("socket address is a URI"),
-        )
-        .connect_timeout(self.settings.connect_timeout)
-        .tcp_nodelay(true)
-        .http2_adaptive_window(true)
+        let scheme = if self.settings.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let uri = http::Uri::try_from(format!("{scheme}://{}", self.addr))
+            .expect("socket address is a URI");
+        let endpoint = Endpoint::from(uri)
+            .connect_timeout(self.settings.connect_timeout)
+            .tcp_nodelay(true)
+            .http2_adaptive_window(true);
+        match &self.settings.tls {
+            None => endpoint,
+            Some(tls) => match endpoint.clone().tls_config(tls.clone()) {
+                Ok(endpoint) => endpoint,
+                Err(error) => {
+                    // Without TLS the handshake fails: every call says so.
+                    tracing::error!(backend = %self.addr, %error, "invalid upstream TLS settings");
+                    endpoint
+                }
+            },
+        }
     }
 
     fn wrap(&self, channel: Channel) -> Client {

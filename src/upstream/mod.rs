@@ -48,6 +48,34 @@ pub struct UpstreamSettings {
     pub unhealthy_threshold: usize,
     pub eject_after_failures: usize,
     pub eject: Duration,
+    /// TLS toward the backends (`None`: plain h2c).
+    pub tls: Option<tonic::transport::ClientTlsConfig>,
+}
+
+/// The tonic TLS settings from the (validated) files.
+fn client_tls(c: &config::UpstreamTls) -> Option<tonic::transport::ClientTlsConfig> {
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+    if !c.active() {
+        return None;
+    }
+    let read = |p: &std::path::PathBuf| {
+        std::fs::read(p)
+            .inspect_err(
+                |e| tracing::error!(file = %p.display(), error = %e, "cannot read a TLS file"),
+            )
+            .unwrap_or_default()
+    };
+    let mut tls = ClientTlsConfig::new();
+    if let Some(ca) = &c.ca_file {
+        tls = tls.ca_certificate(Certificate::from_pem(read(ca)));
+    }
+    if let (Some(cert), Some(key)) = (&c.cert_file, &c.key_file) {
+        tls = tls.identity(Identity::from_pem(read(cert), read(key)));
+    }
+    if let Some(domain) = &c.domain {
+        tls = tls.domain_name(domain.clone());
+    }
+    Some(tls)
 }
 
 impl UpstreamSettings {
@@ -67,6 +95,7 @@ impl UpstreamSettings {
             unhealthy_threshold: c.health.unhealthy_threshold,
             eject_after_failures: c.health.eject_after_failures,
             eject: c.health.eject(),
+            tls: client_tls(&c.tls),
         }
     }
 
