@@ -228,6 +228,8 @@ pub struct Admin {
 pub struct Grpc {
     /// `IP:PORT` to accept gRPC clients on (h2c); unset: no gRPC listener.
     pub listen: Option<String>,
+    /// h2 over TLS instead of h2c, with `tls.cert_file` / `tls.key_file`.
+    pub tls: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -547,6 +549,15 @@ impl Config {
                 _ => return Err("tls.listen needs tls.cert_file and tls.key_file".into()),
             }
         }
+        if self.grpc.tls {
+            match (&self.tls.cert_file, &self.tls.key_file) {
+                (Some(cert), Some(key)) => {
+                    crate::front::tls::ReloadingCert::new(cert, key, Duration::ZERO)
+                        .map_err(|e| format!("grpc.tls: {e}"))?;
+                }
+                _ => return Err("grpc.tls needs tls.cert_file and tls.key_file".into()),
+            }
+        }
         let up = &self.upstream.tls;
         if up.cert_file.is_some() != up.key_file.is_some() {
             return Err("upstream.tls: cert_file and key_file go together".into());
@@ -594,6 +605,7 @@ mod tests {
             "[grpc]\nlisten = \"nope\"",
             "[log]\nformat = \"xml\"",
             "[tls]\nlisten = \"127.0.0.1:8443\"",
+            "[grpc]\ntls = true",
             "[upstream.tls]\ncert_file = \"/nonexistent.pem\"",
             "[auth]\nopen_groups = [\"everything\"]",
             "[auth]\nkeys_file = \"/nonexistent/keys\"",

@@ -193,3 +193,57 @@ async fn https_serves_and_a_renewed_certificate_needs_no_restart() {
     }
     let _ = std::fs::remove_dir_all(&files);
 }
+
+#[tokio::test]
+async fn grpc_passthrough_over_tls() {
+    use tensorgate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
+    use tensorgate::proto::inference::ServerLiveRequest;
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+
+    let ca = Ca::new();
+    let server = ca.leaf();
+    let files = dir("grpc");
+    let cert = write(&files, "server.pem", &server.cert);
+    let key = write(&files, "server.key", &server.key);
+    let demo = DemoUpstream::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let gateway = Arc::new(
+        gateway_over(&demo, |c| {
+            c.grpc.tls = true;
+            c.tls.cert_file = Some(cert.clone());
+            c.tls.key_file = Some(key.clone());
+        })
+        .await,
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(tensorgate::passthrough::serve(
+        gateway,
+        listener,
+        std::future::pending(),
+    ));
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(&ca.pem))
+        .domain_name("localhost");
+    let channel = Endpoint::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+        .expect("TLS handshake");
+    let mut client = GrpcInferenceServiceClient::new(channel);
+    let live = client.server_live(ServerLiveRequest {}).await.unwrap();
+    assert!(live.into_inner().live);
+    // A plain h2c client cannot talk to it.
+    let plain = Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await;
+    if let Ok(channel) = plain {
+        let mut client = GrpcInferenceServiceClient::new(channel);
+        assert!(client.server_live(ServerLiveRequest {}).await.is_err());
+    }
+    let _ = std::fs::remove_dir_all(&files);
+}

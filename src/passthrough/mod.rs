@@ -34,6 +34,21 @@ pub fn service(gateway: Arc<Gateway>) -> GrpcInferenceServiceServer<Passthrough>
         .max_encoding_message_size(limit)
 }
 
+/// `grpc.tls`: h2 over TLS with the HTTPS listener's certificate files
+/// (read at start; a renewed certificate needs a restart here).
+fn server_tls(config: &crate::config::Config) -> Option<tonic::transport::ServerTlsConfig> {
+    use tonic::transport::{Identity, ServerTlsConfig};
+    if !config.grpc.tls {
+        return None;
+    }
+    let (cert, key) = (
+        config.tls.cert_file.as_ref()?,
+        config.tls.key_file.as_ref()?,
+    );
+    let read = |p: &std::path::PathBuf| std::fs::read(p).unwrap_or_default();
+    Some(ServerTlsConfig::new().identity(Identity::from_pem(read(cert), read(key))))
+}
+
 /// Serves gRPC clients on `listener` (TCP_NODELAY) until `shutdown`
 /// resolves, then stops accepting and lets open calls finish.
 pub async fn serve(
@@ -45,7 +60,11 @@ pub async fn serve(
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     // The legacy v1 gRPC service shares the listener (its own package name).
     let v1 = crate::front::v1::grpc::V1GrpcService::new(gateway.clone()).server();
-    tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = server_tls(gateway.config()) {
+        builder = builder.tls_config(tls)?;
+    }
+    builder
         .add_service(service(gateway))
         .add_service(v1)
         .serve_with_incoming_shutdown(incoming, shutdown)
