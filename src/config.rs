@@ -136,6 +136,9 @@ pub struct Log {
     pub format: LogFormat,
     /// One `tensorgate::access` line per request (never tensor bytes).
     pub access_log: bool,
+    /// An OpenTelemetry collector (OTLP/gRPC, e.g. `http://127.0.0.1:4317`)
+    /// that receives one span per request; unset: no export.
+    pub otlp_endpoint: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -152,6 +155,7 @@ impl Default for Log {
             level: "info".to_string(),
             format: LogFormat::Text,
             access_log: true,
+            otlp_endpoint: None,
         }
     }
 }

@@ -239,7 +239,12 @@ impl std::error::Error for Error {}
 fn is_transport_failure(status: &tonic::Status) -> bool {
     let mut source = std::error::Error::source(status);
     while let Some(err) = source {
-        if err.is::<tonic::transport::Error>() || err.is::<std::io::Error>() {
+        // h2: the connection or stream broke under us (a peer that died
+        // mid-call resets its streams), not an answer of the server.
+        if err.is::<tonic::transport::Error>()
+            || err.is::<std::io::Error>()
+            || err.is::<h2::Error>()
+        {
             return true;
         }
         source = err.source();

@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod model;
 pub mod passthrough;
 pub mod proto;
+pub mod telemetry;
 pub mod trace;
 pub mod translate;
 pub mod upstream;

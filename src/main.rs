@@ -62,7 +62,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(&config.log);
+    let telemetry = match tensorgate::telemetry::Telemetry::init(&config.log) {
+        Ok(telemetry) => telemetry,
+        Err(message) => {
+            eprintln!("tensorgate: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    // Spans are exported until the process ends (pingora exits on its own).
+    std::mem::forget(telemetry);
     if let Some(Command::DemoUpstream) = cli.command {
         return demo_upstream(&config.server.listen);
     }
@@ -163,19 +171,5 @@ fn demo_upstream(listen: &str) -> ExitCode {
             eprintln!("tensorgate: cannot start the demo upstream: {e}");
             ExitCode::from(1)
         }
-    }
-}
-
-/// `tracing` to stderr, as text or JSON lines; `TENSORGATE_LOG` overrides
-/// the configured level.
-fn init_logging(log: &tensorgate::config::Log) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TENSORGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&log.level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match log.format {
-        tensorgate::config::LogFormat::Text => builder.init(),
-        tensorgate::config::LogFormat::Json => builder.json().init(),
     }
 }

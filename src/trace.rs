@@ -50,6 +50,37 @@ impl TraceContext {
         }
     }
 
+    /// Ties the request's `tracing` span to this trace: with the OTLP
+    /// exporter on, the span gets the client's span as remote parent and
+    /// its own (exported) ids become the ones sent upstream, so the trace
+    /// reads client → tensorgate → server. Without it, nothing changes.
+    pub fn joined(mut self, span: &tracing::Span) -> TraceContext {
+        use opentelemetry::trace::{
+            SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
+        };
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        let parent = self
+            .parent_id
+            .as_deref()
+            .and_then(|p| SpanId::from_hex(p).ok());
+        if let (Ok(trace_id), Some(parent)) = (TraceId::from_hex(&self.trace_id), parent) {
+            let flags = if self.sampled {
+                TraceFlags::SAMPLED
+            } else {
+                TraceFlags::default()
+            };
+            let remote = SpanContext::new(trace_id, parent, flags, true, TraceState::default());
+            let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(remote));
+        }
+        let context = span.context();
+        let ours = context.span().span_context().clone();
+        if ours.is_valid() {
+            self.trace_id = ours.trace_id().to_string();
+            self.span_id = ours.span_id().to_string();
+        }
+        self
+    }
+
     /// The `traceparent` the upstream receives (our span as its parent).
     pub fn traceparent(&self) -> String {
         let flags = if self.sampled { "01" } else { "00" };

@@ -48,9 +48,11 @@ async fn the_upstream_list_changes_under_load_and_nothing_is_lost() {
     let only_first = fleet.counts();
     at(350).await;
     let later = fleet.counts();
-    assert_eq!(
-        later[1], only_first[1],
-        "a removed backend got new requests"
+    // Only requests already on their way when it left (one per client at
+    // most) may still arrive there.
+    assert!(
+        later[1] - only_first[1] <= 4,
+        "a removed backend got new requests: {only_first:?} then {later:?}"
     );
     config.upstream.addresses = fleet.addrs.iter().map(|a| a.to_string()).collect();
     gateway.reload(&config).unwrap();

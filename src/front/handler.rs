@@ -13,6 +13,7 @@ use crate::front::route::Route;
 use crate::metrics::Metrics;
 use crate::trace::TraceContext;
 use std::sync::Arc;
+use tracing::Instrument;
 
 use crate::upstream::{ModelCache, Pool, UpstreamSettings};
 use crate::wire::v2_request::DecodeLimits;
@@ -157,9 +158,26 @@ impl Gateway {
     /// it: its trace context (sent upstream), metrics, one access-log line.
     pub async fn handle_route(&self, route: &Route, req: &HttpRequest) -> HttpResponse {
         let started = std::time::Instant::now();
-        let trace = TraceContext::from_headers(req.header("traceparent"), req.header("tracestate"));
+        let span = tracing::info_span!(
+            "request",
+            otel.name = route.name(),
+            otel.kind = "server",
+            route = route.name(),
+            model = route.model().unwrap_or_default(),
+            http.status = tracing::field::Empty,
+            backend = tracing::field::Empty,
+            upstream_us = tracing::field::Empty,
+        );
+        let trace = TraceContext::from_headers(req.header("traceparent"), req.header("tracestate"))
+            .joined(&span);
         let trace_id = trace.trace_id.clone();
-        let (response, upstream) = Metrics::timed(trace.scope(self.answer_route(route, req))).await;
+        let answer = Metrics::timed(trace.scope(self.answer_route(route, req)));
+        let (response, upstream) = answer.instrument(span.clone()).await;
+        span.record("http.status", response.status);
+        span.record("upstream_us", upstream.time.as_micros() as u64);
+        if let Some(backend) = upstream.backend {
+            span.record("backend", backend.to_string());
+        }
         let took = started.elapsed();
         let model = match route.model() {
             Some(_) if response.status == 404 => "(unknown)",

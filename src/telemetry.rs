@@ -1,0 +1,96 @@
+//! Logging and (optionally) trace export: `tracing` to stderr as text or
+//! JSON lines, plus, with `log.otlp_endpoint`, every request's span sent to
+//! an OpenTelemetry collector over OTLP/gRPC. The span joins the client's
+//! trace (W3C `traceparent`) and its id is what the upstream receives as
+//! parent, so client, gateway and server spans form one trace.
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+use crate::config::{Log, LogFormat};
+
+/// Keeps the exporter alive; flushes spans on [`Telemetry::flush`] and drop.
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+    /// The exporter's gRPC channel lives on this runtime.
+    _runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Telemetry {
+    /// Installs the global subscriber (once per process). `TENSORGATE_LOG`
+    /// overrides `log.level`.
+    pub fn init(log: &Log) -> Result<Telemetry, String> {
+        let filter = EnvFilter::try_from_env("TENSORGATE_LOG")
+            .unwrap_or_else(|_| EnvFilter::new(&log.level));
+        let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+        let fmt = match log.format {
+            LogFormat::Text => fmt.boxed(),
+            LogFormat::Json => fmt.json().boxed(),
+        };
+        let (otel, provider, runtime) = match &log.otlp_endpoint {
+            None => (None, None, None),
+            Some(endpoint) => {
+                let (provider, runtime) = exporter(endpoint)?;
+                let tracer = provider.tracer("tensorgate");
+                let layer = tracing_opentelemetry::layer().with_tracer(tracer);
+                (Some(layer), Some(provider), Some(runtime))
+            }
+        };
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(fmt)
+            .with(otel)
+            .try_init()
+            .map_err(|e| e.to_string())?;
+        Ok(Telemetry {
+            provider,
+            _runtime: runtime,
+        })
+    }
+
+    /// Sends every finished span now.
+    pub fn flush(&self) {
+        if let Some(provider) = &self.provider {
+            let _ = provider.force_flush();
+        }
+    }
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        if let Some(provider) = self.provider.take() {
+            let _ = provider.shutdown();
+        }
+    }
+}
+
+/// An OTLP/gRPC span exporter with a batch processor; its channel is made
+/// on a small runtime of its own (the serving runtimes belong to pingora).
+fn exporter(endpoint: &str) -> Result<(SdkTracerProvider, tokio::runtime::Runtime), String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("otlp")
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let exporter = runtime
+        .block_on(async {
+            opentelemetry_otlp::SpanExporter::builder()
+                .with_tonic()
+                .with_endpoint(endpoint)
+                .build()
+        })
+        .map_err(|e| format!("log.otlp_endpoint {endpoint}: {e}"))?;
+    let resource = opentelemetry_sdk::Resource::builder()
+        .with_service_name("tensorgate")
+        .build();
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource)
+        .build();
+    Ok((provider, runtime))
+}
