@@ -23,11 +23,16 @@ struct Setup {
 }
 
 async fn start() -> Setup {
+    start_with(|_| {}).await
+}
+
+async fn start_with(tweak: impl FnOnce(&mut Config)) -> Setup {
     let demo = DemoUpstream::start("127.0.0.1:0".parse().unwrap())
         .await
         .expect("demo upstream");
     let mut config = Config::default();
     config.upstream.addresses = vec![demo.local_addr().to_string()];
+    tweak(&mut config);
     let gateway = Arc::new(Gateway::new(config).expect("valid config"));
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().unwrap();
@@ -210,4 +215,27 @@ async fn errors_and_a_stream() {
     }
     use pb::RequestStatusCode::{InvalidArg, Success};
     assert_eq!(codes, [Success, InvalidArg, Success]);
+}
+
+#[tokio::test]
+async fn api_keys_apply_to_the_v1_grpc_service() {
+    let mut setup = start_with(|c| {
+        c.auth.keys = vec![tensorgate::config::ApiKey {
+            key: "k".into(),
+            groups: vec![],
+        }];
+    })
+    .await;
+    let health = || pb::HealthRequest {
+        mode: "live".into(),
+    };
+    // Health is open by default; status needs a key.
+    assert!(setup.client.health(health()).await.is_ok());
+    let refused = setup.client.status(pb::StatusRequest::default()).await;
+    assert_eq!(refused.unwrap_err().code(), tonic::Code::Unauthenticated);
+    let mut request = tonic::Request::new(pb::StatusRequest::default());
+    request
+        .metadata_mut()
+        .insert("authorization", "Bearer k".parse().unwrap());
+    assert!(setup.client.status(request).await.is_ok());
 }

@@ -15,7 +15,7 @@ use super::metadata;
 use super::stream::ResponseStream;
 use super::unary::{unary, Aim};
 use crate::front::fanout::{CallOptions, Control, Placed};
-use crate::front::guard::{bearer, Permit};
+use crate::front::guard::{admit_grpc, Permit};
 use crate::front::handler::Gateway;
 use crate::proto::inference as pb;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceService;
@@ -42,22 +42,8 @@ impl Passthrough {
         self.gateway.inflight().enter()
     }
 
-    /// The HTTP front's access rules, from the call's `authorization`
-    /// metadata and peer address; the permit lasts as long as the call.
     fn admit<T>(&self, request: &Request<T>, group: &str) -> Result<Permit, Status> {
-        let credential = request
-            .metadata()
-            .get("authorization")
-            .map(|v| v.as_bytes());
-        self.gateway
-            .guard()
-            .admit(
-                group,
-                bearer(credential),
-                request.remote_addr().map(|a| a.ip()),
-                self.gateway.metrics(),
-            )
-            .map_err(|e| e.to_status())
+        admit_grpc(&self.gateway, request, group)
     }
 
     /// Repository load/unload: the HTTP front's core (fan-out or one

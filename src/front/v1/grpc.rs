@@ -16,6 +16,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::error::{Error, Kind, Result};
+use crate::front::guard::admit_grpc;
 use crate::front::handler::Gateway;
 use crate::front::route::ModelRef;
 use crate::proto::v1 as pb;
@@ -105,6 +106,7 @@ impl GrpcService for V1GrpcService {
         &self,
         request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
+        let _permit = admit_grpc(&self.gateway, &request, "metadata")?;
         let name = request.into_inner().model_name;
         let model = (!name.is_empty()).then_some(name.as_str());
         let result = self.gateway.v1_server_status(model).await;
@@ -118,6 +120,7 @@ impl GrpcService for V1GrpcService {
         &self,
         request: Request<pb::HealthRequest>,
     ) -> Result<Response<pb::HealthResponse>, Status> {
+        let _permit = admit_grpc(&self.gateway, &request, "health")?;
         let result = match request.into_inner().mode.as_str() {
             "live" => self.gateway.v1_server_live().await,
             "ready" => self.gateway.v1_server_ready().await,
@@ -136,6 +139,7 @@ impl GrpcService for V1GrpcService {
         &self,
         request: Request<pb::InferRequest>,
     ) -> Result<Response<pb::InferResponse>, Status> {
+        let _permit = admit_grpc(&self.gateway, &request, "inference")?;
         Ok(Response::new(
             infer(&self.gateway, request.into_inner()).await,
         ))
@@ -149,6 +153,7 @@ impl GrpcService for V1GrpcService {
         &self,
         request: Request<Streaming<pb::InferRequest>>,
     ) -> Result<Response<InferStream>, Status> {
+        let _permit = admit_grpc(&self.gateway, &request, "inference")?;
         let mut inbound = request.into_inner();
         let (tx, rx) = tokio::sync::mpsc::channel(STREAM_BUFFER);
         let gateway = self.gateway.clone();
