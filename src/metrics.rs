@@ -13,7 +13,7 @@ use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::upstream::Pool;
+use crate::upstream::{Backend, Pool};
 
 /// Latency buckets (seconds): 100 µs … 60 s, the range of a gateway hop
 /// on a LAN up to the default request deadline.
@@ -104,18 +104,18 @@ impl Metrics {
     }
 
     /// One upstream call finished (called by the pool).
-    pub fn upstream_call(&self, addr: std::net::SocketAddr, outcome: &str, took: Duration) {
-        let backend = &addr.to_string();
+    pub fn upstream_call(&self, backend: &Backend, outcome: &str, took: Duration) {
+        let label = &backend.label;
         self.upstream_calls
-            .with_label_values(&[backend, outcome])
+            .with_label_values(&[label, outcome])
             .inc();
         self.upstream_seconds
-            .with_label_values(&[backend])
+            .with_label_values(&[label])
             .observe(took.as_secs_f64());
         let _ = UPSTREAM_USE.try_with(|u| {
             u.set(UpstreamUse {
                 time: u.get().time + took,
-                backend: Some(addr),
+                backend: Some(backend.addr),
             })
         });
     }
@@ -128,12 +128,12 @@ impl Metrics {
         self.backend_up.reset();
         self.backend_inflight.reset();
         for backend in pool.backends() {
-            let addr = backend.addr.to_string();
+            let addr = &backend.label;
             self.backend_up
-                .with_label_values(&[&addr])
+                .with_label_values(&[addr])
                 .set(i64::from(backend.usable()));
             self.backend_inflight
-                .with_label_values(&[&addr])
+                .with_label_values(&[addr])
                 .set(backend.inflight() as i64);
         }
         let mut out = Vec::new();

@@ -128,6 +128,12 @@ impl Guard {
         } else {
             None
         };
+        if self.rate_limit == 0 && self.concurrency_limit == 0 {
+            return Ok(Permit {
+                _client: None,
+                _global: global,
+            });
+        }
         let client = credential
             .map(|c| format!("key:{c}"))
             .or_else(|| peer.map(|p| format!("ip:{p}")))

@@ -40,6 +40,8 @@ impl Models {
 
 pub struct Backend {
     pub addr: SocketAddr,
+    /// `addr` as text, made once (metrics labels on every call).
+    pub label: String,
     settings: Arc<UpstreamSettings>,
     /// Request traffic: created on first use, on the runtime that serves it.
     channel: OnceLock<Channel>,
@@ -68,6 +70,7 @@ impl Backend {
     pub fn new(addr: SocketAddr, settings: Arc<UpstreamSettings>) -> Backend {
         Backend {
             addr,
+            label: addr.to_string(),
             settings,
             channel: OnceLock::new(),
             health_channel: OnceLock::new(),

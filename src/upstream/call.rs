@@ -95,12 +95,14 @@ impl Pool {
             }
         };
         self.metrics()
-            .upstream_call(backend.addr, outcome, started.elapsed());
-        let addr = backend.addr.to_string();
+            .upstream_call(backend, outcome, started.elapsed());
         if matches!(outcome, "timeout" | "unreachable") {
             let settings = self.settings();
             if backend.record_failure(settings.eject_after_failures, settings.eject) {
-                self.metrics().ejections.with_label_values(&[&addr]).inc();
+                self.metrics()
+                    .ejections
+                    .with_label_values(&[&backend.label])
+                    .inc();
             }
         } else {
             backend.record_success();
