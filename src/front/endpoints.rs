@@ -197,9 +197,9 @@ impl Gateway {
                 json(render::log_settings_json(&r))
             }
             Route::Backends => json(crate::front::admin::backends_json(pool)),
-            Route::Generate(_) | Route::GenerateStream(_) => self.generate(route, req).await,
-            Route::Infer(m) => self.infer(m, req).await,
-            Route::V1(_) => Err(Error::internal("v1 routes are answered by front::v1")),
+            Route::Infer(_) | Route::Generate(_) | Route::GenerateStream(_) | Route::V1(_) => Err(
+                Error::internal("inference and v1 routes are answered by Gateway::dispatch"),
+            ),
         }
     }
 }

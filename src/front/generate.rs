@@ -11,13 +11,11 @@ use tokio::sync::mpsc;
 use tonic::codec::Streaming;
 
 use crate::error::{Error, Kind, Result};
-use crate::front::guard::bearer;
 use crate::front::handler::Gateway;
 use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedResponse};
-use crate::front::route::{ModelRef, Route};
+use crate::front::route::ModelRef;
 use crate::model::InferRequest;
 use crate::proto::inference::ModelStreamInferResponse;
-use crate::trace::TraceContext;
 use crate::translate::from_grpc::stream::{stream_item, StreamItem};
 use crate::translate::sequence::sequence_key;
 use crate::translate::to_grpc;
@@ -76,62 +74,13 @@ impl Upstream {
 }
 
 impl Gateway {
-    /// Like [`Gateway::handle_route`], except that a `/generate_stream`
-    /// answer is streamed. The entry point of the pingora glue.
-    pub async fn answer(&self, route: &Route, req: &HttpRequest) -> Answer {
-        match route {
-            Route::GenerateStream(model) if route.allows(&req.method) => {
-                let credential = bearer(req.header("Authorization"));
-                let permit = self
-                    .guard()
-                    .admit(route.group(), credential, req.peer, &self.metrics);
-                if let Err(error) = permit {
-                    return Answer::Full(HttpResponse::error(&error));
-                }
-                let trace =
-                    TraceContext::from_headers(req.header("traceparent"), req.header("tracestate"));
-                let answer = match trace.scope(self.generate_stream(model, req)).await {
-                    Ok(answer) => answer,
-                    Err(error) => {
-                        tracing::debug!(status = error.status(), message = %error.message, "generate_stream failed");
-                        Answer::Full(HttpResponse::error(&error))
-                    }
-                };
-                let status = match &answer {
-                    Answer::Full(r) => r.status,
-                    Answer::Streamed(s) => s.status,
-                };
-                let model = if status == 404 {
-                    "(unknown)"
-                } else {
-                    &model.name[..]
-                };
-                self.metrics
-                    .requests
-                    .with_label_values(&[route.name(), model, &status.to_string()])
-                    .inc();
-                answer
-            }
-            _ => Answer::Full(self.handle_route(route, req).await),
-        }
-    }
-
-    /// Both generate routes as one complete response (`/generate_stream`
-    /// collected): the dispatch target of `handle_route`.
-    pub(crate) async fn generate(&self, route: &Route, req: &HttpRequest) -> Result<HttpResponse> {
-        match route {
-            Route::Generate(model) => self.generate_once(model, req).await,
-            Route::GenerateStream(model) => match self.generate_stream(model, req).await? {
-                Answer::Full(response) => Ok(response),
-                Answer::Streamed(streamed) => Ok(streamed.collect().await),
-            },
-            _ => Err(Error::internal("not a generate route")),
-        }
-    }
-
     /// `/generate`: exactly one response expected; any other count is
     /// Triton's error text with the status of the first message.
-    async fn generate_once(&self, model: &ModelRef, req: &HttpRequest) -> Result<HttpResponse> {
+    pub(crate) async fn generate_once(
+        &self,
+        model: &ModelRef,
+        req: &HttpRequest,
+    ) -> Result<HttpResponse> {
         let mut upstream = self.open_generate(model, req).await?;
         let first = upstream.next().await;
         let status = first_status(first.as_ref())?;
@@ -161,7 +110,11 @@ impl Gateway {
 
     /// `/generate_stream`: the status from the first message, then every
     /// response as `data: <json>\n\n` as it arrives.
-    async fn generate_stream(&self, model: &ModelRef, req: &HttpRequest) -> Result<Answer> {
+    pub(crate) async fn generate_stream(
+        &self,
+        model: &ModelRef,
+        req: &HttpRequest,
+    ) -> Result<Answer> {
         let mut upstream = self.open_generate(model, req).await?;
         let first = upstream.next().await;
         let status = first_status(first.as_ref())?;

@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::front::drain::Inflight;
 use crate::front::guard::{bearer, Guard};
-use crate::front::http::{HttpRequest, HttpResponse};
+use crate::front::http::{Answer, HttpRequest, HttpResponse};
 use crate::front::route::Route;
 use crate::metrics::Metrics;
 use crate::trace::TraceContext;
@@ -154,9 +154,20 @@ impl Gateway {
         &self.metrics
     }
 
-    /// Answers a request whose route is already known, and accounts for
-    /// it: its trace context (sent upstream), metrics, one access-log line.
+    /// Answers a request whose route is already known, as one complete
+    /// response (a `/generate_stream` answer is collected).
     pub async fn handle_route(&self, route: &Route, req: &HttpRequest) -> HttpResponse {
+        match self.answer(route, req).await {
+            Answer::Full(response) => response,
+            Answer::Streamed(streamed) => streamed.collect().await,
+        }
+    }
+
+    /// The entry point of the pingora glue: answers (a `/generate_stream`
+    /// answer streamed) and accounts for it: its trace context (sent
+    /// upstream), its span, metrics, one access-log line. For a streamed
+    /// answer the times and bytes are those up to the first event.
+    pub async fn answer(&self, route: &Route, req: &HttpRequest) -> Answer {
         let started = std::time::Instant::now();
         let span = tracing::info_span!(
             "request",
@@ -172,19 +183,30 @@ impl Gateway {
             .joined(&span);
         let trace_id = trace.trace_id.clone();
         let answer = Metrics::timed(trace.scope(self.answer_route(route, req)));
-        let (response, upstream) = answer.instrument(span.clone()).await;
-        span.record("http.status", response.status);
+        let (answer, upstream) = answer.instrument(span.clone()).await;
+        let (status, bytes_out) = match &answer {
+            Answer::Full(response) => (response.status, response.body_len()),
+            Answer::Streamed(streamed) => (streamed.status, 0),
+        };
+        span.record("http.status", status);
         span.record("upstream_us", upstream.time.as_micros() as u64);
         if let Some(backend) = upstream.backend {
             span.record("backend", backend.to_string());
         }
         let took = started.elapsed();
         let model = match route.model() {
-            Some(_) if response.status == 404 => "(unknown)",
+            Some(_) if status == 404 => "(unknown)",
             Some(model) => model,
             None => "",
         };
-        self.account(route.name(), model, req, &response, took, upstream.time);
+        self.account(
+            route.name(),
+            model,
+            req,
+            (status, bytes_out),
+            took,
+            upstream.time,
+        );
         if self.config.log.access_log {
             tracing::info!(
                 target: "tensorgate::access",
@@ -192,16 +214,16 @@ impl Gateway {
                 path = %req.path,
                 route = route.name(),
                 model,
-                status = response.status,
+                status,
                 bytes_in = req.body.len(),
-                bytes_out = response.body_len(),
+                bytes_out,
                 total_us = took.as_micros() as u64,
                 upstream_us = upstream.time.as_micros() as u64,
                 backend = %upstream.backend.map_or_else(String::new, |b| b.to_string()),
                 trace_id = %trace_id,
             );
         }
-        response
+        answer
     }
 
     fn account(
@@ -209,12 +231,12 @@ impl Gateway {
         name: &str,
         model: &str,
         req: &HttpRequest,
-        response: &HttpResponse,
+        (status, bytes_out): (u16, usize),
         took: std::time::Duration,
         upstream: std::time::Duration,
     ) {
         let m = &self.metrics;
-        let status = response.status.to_string();
+        let status = status.to_string();
         m.requests.with_label_values(&[name, model, &status]).inc();
         m.request_seconds
             .with_label_values(&[name])
@@ -227,42 +249,44 @@ impl Gateway {
             .inc_by(req.body.len() as u64);
         m.bytes_out
             .with_label_values(&[name])
-            .inc_by(response.body_len() as u64);
+            .inc_by(bytes_out as u64);
     }
 
-    async fn answer_route(&self, route: &Route, req: &HttpRequest) -> HttpResponse {
+    /// Access rules, then the route's answer; every failure an answer.
+    async fn answer_route(&self, route: &Route, req: &HttpRequest) -> Answer {
         let credential = bearer(req.header("Authorization"));
         let _permit = match self
             .guard()
             .admit(route.group(), credential, req.peer, &self.metrics)
         {
             Ok(permit) => permit,
-            Err(error) => return crate::front::v1::refusal(self, route, &error),
+            Err(error) => return Answer::Full(crate::front::v1::refusal(self, route, &error)),
         };
         if let Route::V1(v1) = route {
-            return self.v1(v1, req).await;
+            return Answer::Full(self.v1(v1, req).await);
         }
         if !route.allows(&req.method) {
             let mut error = Error::method_not_allowed();
             if !route.plain_before_body() {
                 error.ct = crate::error::ErrorCt::Json;
             }
-            return HttpResponse::error(&error);
+            return Answer::Full(HttpResponse::error(&error));
         }
         match self.dispatch(route, req).await {
-            Ok(response) => response,
+            Ok(answer) => answer,
             Err(error) => {
                 tracing::debug!(status = error.status(), message = %error.message, "request failed");
-                HttpResponse::error(&error)
+                Answer::Full(HttpResponse::error(&error))
             }
         }
     }
 
-    async fn dispatch(&self, route: &Route, req: &HttpRequest) -> Result<HttpResponse> {
+    async fn dispatch(&self, route: &Route, req: &HttpRequest) -> Result<Answer> {
         match route {
-            Route::Infer(model) => self.infer(model, req).await,
-            Route::Generate(_) | Route::GenerateStream(_) => self.generate(route, req).await,
-            _ => self.endpoint(route, req).await,
+            Route::Infer(model) => self.infer(model, req).await.map(Answer::Full),
+            Route::Generate(model) => self.generate_once(model, req).await.map(Answer::Full),
+            Route::GenerateStream(model) => self.generate_stream(model, req).await,
+            _ => self.endpoint(route, req).await.map(Answer::Full),
         }
     }
 }

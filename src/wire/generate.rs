@@ -8,11 +8,12 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::model::{DataType, InferRequest, InferResponse, InputData, InputTensor, ModelInfo};
-use crate::model::{OutputTensor, Param, TensorInfo};
+use crate::model::{OutputTensor, TensorInfo};
 use crate::wire::json::{self, Value};
-use crate::wire::json_write::{write_f64, write_i64, write_str, write_u64};
+use crate::wire::json_write::write_str;
 use crate::wire::tensor;
 use crate::wire::v2_request::{custom_param, DecodeLimits};
+use crate::wire::v2_response::write_param;
 
 /// The one top-level key whose members are mapped like top-level keys.
 const NESTED: &[u8] = b"parameters";
@@ -218,16 +219,6 @@ pub fn encode(response: &InferResponse) -> Result<Vec<u8>> {
     }
     out.push(b'}');
     Ok(out)
-}
-
-fn write_param(out: &mut Vec<u8>, value: &Param) {
-    match value {
-        Param::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Param::Int64(n) => write_i64(out, *n),
-        Param::Uint64(n) => write_u64(out, *n),
-        Param::Double(d) => write_f64(out, *d),
-        Param::String(s) => write_str(out, s.as_bytes()),
-    }
 }
 
 /// A flat JSON array, or the bare element when the tensor has exactly one.

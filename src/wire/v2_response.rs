@@ -125,12 +125,17 @@ pub fn write_parameters(out: &mut Vec<u8>, params: &[(String, Param)]) {
     write_object(out, params, |out, (key, value)| {
         write_str(out, key.as_bytes());
         out.push(b':');
-        match value {
-            Param::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-            Param::Int64(n) => write_i64(out, *n),
-            Param::Uint64(n) => write_u64(out, *n),
-            Param::Double(d) => write_f64(out, *d),
-            Param::String(s) => write_str(out, s.as_bytes()),
-        }
+        write_param(out, value);
     });
+}
+
+/// One parameter value as JSON (a bool, a number or a string).
+pub fn write_param(out: &mut Vec<u8>, value: &Param) {
+    match value {
+        Param::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Param::Int64(n) => write_i64(out, *n),
+        Param::Uint64(n) => write_u64(out, *n),
+        Param::Double(d) => write_f64(out, *d),
+        Param::String(s) => write_str(out, s.as_bytes()),
+    }
 }
