@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+mod connections;
 mod generate;
+pub use connections::Connections;
 pub use generate::Generate;
 pub mod v1;
 
@@ -66,6 +68,7 @@ pub const DEFAULT_THREADS: usize = 2;
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub server: Server,
+    pub connections: Connections,
     pub upstream: Upstream,
     pub limits: Limits,
     pub http: Http,
@@ -531,6 +534,7 @@ impl Config {
             return Err(format!("{name} must be greater than 0"));
         }
         self.generate.validate()?;
+        self.connections.validate()?;
         if let Some(pattern) = &self.http.header_forward_pattern {
             regex::Regex::new(pattern)
                 .map_err(|e| format!("http.header_forward_pattern is not a valid regex: {e}"))?;
@@ -596,6 +600,8 @@ mod tests {
         config.validate().expect("example config is valid");
         assert_eq!(config.limits.max_input_size, DEFAULT_MAX_INPUT_SIZE);
         assert_eq!(config.v1, v1::V1::default());
+        // The commented values are the defaults.
+        assert_eq!(config.connections, Connections::default());
     }
 
     #[test]

@@ -41,8 +41,11 @@ pub enum Kind {
     TooManyRequests,
     /// The gateway's global in-flight cap (adds `Retry-After`).
     Overloaded,
-    /// The client did not send its body in time (`limits.body_timeout_ms`).
+    /// The client did not send its body in time (`limits.body_timeout_ms`),
+    /// or its request head (`connections.header_timeout_ms`).
     RequestTimeout,
+    /// A request head over the HTTP parser's size or field-count limit.
+    HeaderTooLarge,
 }
 
 /// Which `Content-Type` an error carries: Triton uses `application/json`
@@ -81,6 +84,7 @@ impl Kind {
             Kind::TooManyRequests => (429, C::ResourceExhausted),
             Kind::Overloaded => (503, C::Unavailable),
             Kind::RequestTimeout => (408, C::DeadlineExceeded),
+            Kind::HeaderTooLarge => (431, C::ResourceExhausted),
         }
     }
 
@@ -105,7 +109,7 @@ impl Kind {
             // client sees a non-200 with a non-success NV-Status either way.
             Kind::Unauthorized | Kind::Forbidden => V1::InvalidArg,
             Kind::TooManyRequests | Kind::Overloaded => V1::Unavailable,
-            Kind::RequestTimeout => V1::InvalidArg,
+            Kind::RequestTimeout | Kind::HeaderTooLarge => V1::InvalidArg,
         };
         let status = match self {
             Kind::MethodNotAllowed => 405,

@@ -120,6 +120,7 @@ impl Gateway {
         );
         for (name, changed) in [
             ("server", new.server != old.server),
+            ("connections", new.connections != old.connections),
             ("upstream (other than addresses)", upstream != old.upstream),
             ("limits (sizes)", limits != old.limits),
             ("http", new.http != old.http),

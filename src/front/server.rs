@@ -1,34 +1,28 @@
-//! Builds and runs the pingora server: one HTTP service (h1 + h2c) bound to
-//! the configured address, the gRPC passthrough (`grpc.listen`) as a
-//! background service beside it, and a grace period that suits Kubernetes.
+//! The composition root of the serving process: raise the file limit and
+//! size the connection cap from it, bind every listener (a failure ends
+//! the process at once, before anything reports "listening"), then run
+//! pingora's `Server` — process lifecycle, signals, runtimes — with the
+//! background services: the edge (every listener and connection, the
+//! pool), the drain and the reload.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use async_trait::async_trait;
-use pingora_core::apps::HttpServerOptions;
 use pingora_core::server::configuration::ServerConf;
-use pingora_core::server::{Server, ShutdownWatch};
-use pingora_core::services::background::{background_service, BackgroundService};
+use pingora_core::server::Server;
+use pingora_core::services::background::background_service;
 
-use crate::front::admin::AdminApp;
+use crate::front::conn::OpenConnections;
 use crate::front::drain::{DrainService, ReloadService};
 use crate::front::handler::Gateway;
-use crate::front::session::GatewayService;
-use crate::front::tls::ReloadingCert;
-use pingora_core::apps::http_app::HttpServer;
-use pingora_core::listeners::tls::TlsSettings;
-use pingora_core::services::listening::Service;
+use crate::front::listen::{Bound, Edge};
 
 /// Runs the gateway until the process is told to stop. Returns only when
 /// a listener cannot be set up.
 pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
     let config = gateway.config().clone();
     let gateway = Arc::new(gateway);
-    // Bound before pingora starts, so a taken port is reported plainly.
-    let grpc = match &config.grpc.listen {
-        Some(listen) => Some(GrpcListener::bind(gateway.clone(), listen)?),
-        None => None,
-    };
+    let cap = connection_cap(&config.connections);
+    let bound = Bound::bind(&gateway)?;
     let conf = ServerConf {
         threads: config.server.threads,
         grace_period_seconds: Some(config.server.grace_period_seconds),
@@ -46,91 +40,39 @@ pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
         gateway: gateway.clone(),
     };
     server.add_service(background_service("reload", reload));
-    if let Some(listen) = &config.admin.listen {
-        let app = AdminApp {
-            gateway: gateway.clone(),
-        };
-        let mut admin = Service::new("admin".to_string(), HttpServer::new_app(app));
-        admin.add_tcp(listen);
-        server.add_service(admin);
-    }
-    let service = GatewayService { gateway };
-    let mut http = pingora_proxy::http_proxy_service(&server.configuration, service);
-    if let Some(app) = http.app_logic_mut() {
-        let mut options = HttpServerOptions::default();
-        options.h2c = true;
-        app.server_options = Some(options);
-    }
-    http.add_tcp(&config.server.listen);
-    if let (Some(listen), Some(cert), Some(key)) = (
-        &config.tls.listen,
-        &config.tls.cert_file,
-        &config.tls.key_file,
-    ) {
-        let check = std::time::Duration::from_millis(config.tls.reload_check_ms);
-        let resolver = ReloadingCert::new(cert, key, check)?;
-        let mut settings = TlsSettings::intermediate("", "").map_err(|e| e.to_string())?;
-        settings.set_cert_resolver(Arc::new(resolver));
-        settings.enable_h2();
-        http.add_tls_with_settings(listen, None, settings);
-        tracing::info!(%listen, "HTTPS listening");
-    }
-    server.add_service(http);
-    if let Some(grpc) = grpc {
-        tracing::info!(listen = %grpc.addr, "gRPC passthrough listening");
-        let mut background = background_service("grpc passthrough", grpc);
-        background.threads = Some(config.server.threads);
-        server.add_service(background);
-    }
-    tracing::info!(listen = %config.server.listen, upstream = ?config.upstream.addresses, "tensorgate listening");
+    tracing::info!(
+        listeners = %bound.describe(),
+        upstream = ?config.upstream.addresses,
+        max_connections = cap,
+        "tensorgate listening"
+    );
+    let edge = Edge::new(gateway, bound, OpenConnections::new(cap));
+    let mut edge = background_service("edge", edge);
+    edge.threads = Some(config.server.threads);
+    server.add_service(edge);
     server.run_forever()
 }
 
-/// The gRPC passthrough as a pingora background service: serves on its
-/// socket until pingora's shutdown flips, then lets open calls finish.
-struct GrpcListener {
-    gateway: Arc<Gateway>,
-    addr: std::net::SocketAddr,
-    /// Bound up front; taken by the service when it starts.
-    listener: Mutex<Option<std::net::TcpListener>>,
-}
-
-impl GrpcListener {
-    fn bind(gateway: Arc<Gateway>, listen: &str) -> Result<GrpcListener, String> {
-        let listener = std::net::TcpListener::bind(listen)
-            .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            .map_err(|e| format!("cannot listen for gRPC on {listen}: {e}"))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| format!("cannot listen for gRPC on {listen}: {e}"))?;
-        Ok(GrpcListener {
-            gateway,
-            addr,
-            listener: Mutex::new(Some(listener)),
-        })
+/// `connections.max_connections`, lowered so that the cap plus the reserve
+/// fit in the process's file limit (raised first to its hard maximum, as
+/// nginx's `worker_rlimit_nofile` does).
+fn connection_cap(limits: &crate::config::Connections) -> usize {
+    use rlimit::Resource;
+    let (soft, hard) = Resource::NOFILE.get().unwrap_or((u64::MAX, u64::MAX));
+    let files = match rlimit::increase_nofile_limit(hard) {
+        Ok(raised) => raised,
+        Err(_) => soft,
+    };
+    let files = usize::try_from(files).unwrap_or(usize::MAX);
+    let fit = files.saturating_sub(limits.fd_reserve).max(1);
+    if fit < limits.max_connections {
+        tracing::warn!(
+            file_limit = files,
+            fd_reserve = limits.fd_reserve,
+            max_connections = fit,
+            configured = limits.max_connections,
+            "connections.max_connections lowered to fit the file limit"
+        );
     }
-}
-
-#[async_trait]
-impl BackgroundService for GrpcListener {
-    async fn start(&self, mut shutdown: ShutdownWatch) {
-        let taken = self.listener.lock().map(|mut l| l.take()).ok().flatten();
-        let Some(listener) = taken else {
-            return;
-        };
-        let listener = match tokio::net::TcpListener::from_std(listener) {
-            Ok(listener) => listener,
-            Err(error) => {
-                tracing::error!(%error, "gRPC passthrough cannot use its socket");
-                return;
-            }
-        };
-        let stop = async move {
-            let _ = shutdown.wait_for(|stop| *stop).await;
-            tracing::info!("gRPC passthrough: shutting down, letting open calls finish");
-        };
-        if let Err(error) = crate::passthrough::serve(self.gateway.clone(), listener, stop).await {
-            tracing::error!(%error, "gRPC passthrough stopped");
-        }
-    }
+    limits.max_connections.min(fit)
 }

@@ -1,56 +1,54 @@
-//! The only pingora glue: one `ProxyHttp` service whose `request_filter`
-//! classifies the request, reads the body within the limits, runs the
-//! pipeline and writes the one answer (returning `Ok(true)`, so pingora
-//! never proxies these routes itself). `/generate_stream` answers are
-//! written event by event while the client is watched for going away.
+//! The per-request pingora glue: [`GatewayService::serve`] takes one
+//! request whose head `conn` has read, classifies it, reads the body
+//! within the limits, runs the pipeline and writes the one answer.
+//! `/generate_stream` answers are written event by event while the client
+//! is watched for going away. Once the gateway drains, every HTTP/1
+//! answer says `Connection: close`.
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
-use pingora_core::upstreams::peer::HttpPeer;
-use pingora_core::{Error as PingoraError, ErrorType, Result as PingoraResult};
+use pingora_core::protocols::http::ServerSession;
+use pingora_core::server::ShutdownWatch;
+use pingora_core::{Error as PingoraError, Result as PingoraResult};
 use pingora_http::ResponseHeader;
-use pingora_proxy::{ProxyHttp, Session};
 
 use crate::error::{Error, Kind};
 use crate::front::handler::Gateway;
 use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedResponse};
 use crate::front::route::Route;
 
-/// The pingora service: translated routes only.
-pub struct GatewayService {
-    pub gateway: Arc<Gateway>,
+/// Answers the gateway's routes (every route is answered here; nothing is
+/// proxied raw).
+pub(crate) struct GatewayService {
+    pub(crate) gateway: Arc<Gateway>,
 }
 
 /// Why a body could not be read in full.
 enum BodyError {
-    /// Refused by a limit: answer, then close the connection.
+    /// Refused by a limit or malformed: answer, then close the connection.
     Refused(Error),
     /// The client went away or the stream broke: nobody to answer.
-    Io(Box<PingoraError>),
+    Gone,
 }
 
-#[async_trait]
-impl ProxyHttp for GatewayService {
-    type CTX = ();
-
-    fn new_ctx(&self) -> Self::CTX {}
-
-    async fn upstream_peer(
-        &self,
-        _session: &mut Session,
-        _ctx: &mut (),
-    ) -> PingoraResult<Box<HttpPeer>> {
-        // Every route is answered in request_filter; nothing is proxied raw.
-        Err(PingoraError::explain(
-            ErrorType::InternalError,
-            "no raw proxy route",
-        ))
+impl GatewayService {
+    /// Serves the request whose head `session` holds. Errors writing the
+    /// answer mean the client is gone; the connection is then not reused.
+    pub(crate) async fn serve(&self, session: &mut ServerSession, shutdown: &ShutdownWatch) {
+        if *shutdown.borrow() {
+            session.set_keepalive(None);
+        }
+        if self.handle(session, shutdown).await.is_err() {
+            session.set_keepalive(None);
+        }
     }
 
-    async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> PingoraResult<bool> {
-        let _inflight = self.gateway.inflight().enter();
+    async fn handle(
+        &self,
+        session: &mut ServerSession,
+        shutdown: &ShutdownWatch,
+    ) -> PingoraResult<()> {
         let header = session.req_header();
         let target = String::from_utf8_lossy(header.raw_path()).into_owned();
         let path = target.split('?').next().unwrap_or_default().to_string();
@@ -64,13 +62,8 @@ impl ProxyHttp for GatewayService {
             .collect();
         let v1_prefix = &self.gateway.config().v1.path_prefix;
         let Some(route) = Route::classify_target(&target, v1_prefix) else {
-            return self
-                .answer(
-                    session,
-                    HttpResponse::error(&Error::route_not_found()),
-                    true,
-                )
-                .await;
+            let refusal = HttpResponse::error(&Error::route_not_found());
+            return self.write_now(session, refusal, true, shutdown).await;
         };
         let body_timeout = self.gateway.config().limits.body_timeout();
         let body = match tokio::time::timeout(body_timeout, self.read_body(session)).await {
@@ -86,18 +79,21 @@ impl ProxyHttp for GatewayService {
         let body = match body {
             Ok(body) => body,
             Err(BodyError::Refused(error)) => {
-                let reason = if error.kind == Kind::RequestTimeout {
-                    "slow"
-                } else {
-                    "size"
+                let reason = match error.kind {
+                    Kind::RequestTimeout => "slow",
+                    Kind::PayloadTooLarge => "size",
+                    _ => "malformed",
                 };
                 let metrics = self.gateway.metrics();
                 metrics.rejected.with_label_values(&[reason]).inc();
                 linger(session).await;
                 let refusal = crate::front::v1::refusal(&self.gateway, &route, &error);
-                return self.answer(session, refusal, true).await;
+                return self.write_now(session, refusal, true, shutdown).await;
             }
-            Err(BodyError::Io(e)) => return Err(e),
+            Err(BodyError::Gone) => {
+                session.set_keepalive(None);
+                return Ok(());
+            }
         };
         let request = HttpRequest {
             method,
@@ -111,25 +107,41 @@ impl ProxyHttp for GatewayService {
         };
         if !route.is_generate() {
             let response = self.gateway.handle_route(&route, &request).await;
-            return self.answer(session, response, false).await;
+            return self.write_now(session, response, false, shutdown).await;
         }
         // A generation may take long before its first response: a client
         // that goes away meanwhile drops the pipeline, cancelling upstream.
         let answer = tokio::select! {
             answer = self.gateway.answer(&route, &request) => answer,
-            _ = session.read_body_or_idle(true) => return Ok(client_gone(session)),
+            _ = session.read_body_or_idle(true) => {
+                client_gone(session);
+                return Ok(());
+            },
         };
         match answer {
-            Answer::Full(response) => self.answer(session, response, false).await,
-            Answer::Streamed(streamed) => self.stream(session, streamed).await,
+            Answer::Full(response) => self.write_now(session, response, false, shutdown).await,
+            Answer::Streamed(streamed) => self.stream(session, streamed, shutdown).await,
         }
+    }
+
+    /// [`GatewayService::write`], closing the connection if the gateway
+    /// started draining while the answer was being made.
+    async fn write_now(
+        &self,
+        session: &mut ServerSession,
+        response: HttpResponse,
+        close: bool,
+        shutdown: &ShutdownWatch,
+    ) -> PingoraResult<()> {
+        self.write(session, response, close || *shutdown.borrow())
+            .await
     }
 }
 
 impl GatewayService {
     /// Reads the whole body into one buffer sized from `Content-Length`,
     /// enforcing the body-size and chunk-count limits as it goes.
-    async fn read_body(&self, session: &mut Session) -> Result<Bytes, BodyError> {
+    async fn read_body(&self, session: &mut ServerSession) -> Result<Bytes, BodyError> {
         let limits = &self.gateway.config().limits;
         let declared = session
             .req_header()
@@ -147,14 +159,17 @@ impl GatewayService {
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
         if expects_continue {
             session
-                .as_downstream_mut()
                 .write_continue_response()
                 .await
-                .map_err(BodyError::Io)?;
+                .map_err(|_| BodyError::Gone)?;
         }
         let mut body = BytesMut::with_capacity(declared.unwrap_or(0) as usize);
         let mut chunks = 0usize;
-        while let Some(chunk) = session.read_request_body().await.map_err(BodyError::Io)? {
+        while let Some(chunk) = session
+            .read_request_body()
+            .await
+            .map_err(|e| body_error(&e))?
+        {
             if chunk.is_empty() {
                 continue;
             }
@@ -180,13 +195,14 @@ impl GatewayService {
     }
 
     /// Writes the one answer. `close` drops the connection afterwards
-    /// (used when the request body was not read to its end).
-    async fn answer(
+    /// (used when the request body was not read to its end, and while
+    /// draining: HTTP/1 answers then say `Connection: close`).
+    pub(crate) async fn write(
         &self,
-        session: &mut Session,
+        session: &mut ServerSession,
         response: HttpResponse,
         close: bool,
-    ) -> PingoraResult<bool> {
+    ) -> PingoraResult<()> {
         let mut header = ResponseHeader::build(response.status, Some(response.headers.len() + 1))?;
         for (name, value) in &response.headers {
             header.insert_header(*name, value.as_str())?;
@@ -195,15 +211,14 @@ impl GatewayService {
         if close {
             session.set_keepalive(None);
         }
-        let empty = response.body.is_empty();
-        session
-            .write_response_header(Box::new(header), empty)
-            .await?;
-        let last = response.body.len().saturating_sub(1);
-        for (i, chunk) in response.body.into_iter().enumerate() {
-            session.write_response_body(Some(chunk), i == last).await?;
+        session.write_response_header(Box::new(header)).await?;
+        let mut chunks = response.body.into_iter().peekable();
+        while let Some(chunk) = chunks.next() {
+            let last = chunks.peek().is_none();
+            session.write_response_body(chunk, last).await?;
         }
-        Ok(true)
+        // An empty body still ends the h2 stream / the HTTP/1 message.
+        session.write_response_body(Bytes::new(), true).await
     }
 }
 
@@ -214,42 +229,63 @@ impl GatewayService {
     /// we wait): dropping `streamed` then cancels the upstream call.
     async fn stream(
         &self,
-        session: &mut Session,
+        session: &mut ServerSession,
         mut streamed: StreamedResponse,
-    ) -> PingoraResult<bool> {
+        shutdown: &ShutdownWatch,
+    ) -> PingoraResult<()> {
         let mut header = ResponseHeader::build(streamed.status, Some(streamed.headers.len() + 1))?;
         for (name, value) in &streamed.headers {
             header.insert_header(*name, value.as_str())?;
         }
         header.insert_header("Transfer-Encoding", "chunked")?;
-        session
-            .write_response_header(Box::new(header), false)
-            .await?;
+        if *shutdown.borrow() {
+            session.set_keepalive(None);
+        }
+        session.write_response_header(Box::new(header)).await?;
         loop {
             let chunk = tokio::select! {
                 chunk = streamed.body.recv() => chunk,
-                _ = session.read_body_or_idle(true) => return Ok(client_gone(session)),
+                _ = session.read_body_or_idle(true) => {
+                client_gone(session);
+                return Ok(());
+            },
             };
             let Some(chunk) = chunk else { break };
-            if session
-                .write_response_body(Some(chunk), false)
-                .await
-                .is_err()
-            {
-                return Ok(client_gone(session));
+            if session.write_response_body(chunk, false).await.is_err() {
+                {
+                    client_gone(session);
+                    return Ok(());
+                };
             }
         }
-        session.write_response_body(None, true).await?;
-        Ok(true)
+        session.write_response_body(Bytes::new(), true).await
     }
 }
 
 /// The client closed the connection (or broke it) while its answer was
 /// being produced: nothing more to write, and the connection is not reused.
-fn client_gone(session: &mut Session) -> bool {
+fn client_gone(session: &mut ServerSession) {
     tracing::debug!("client closed the connection during a streamed answer");
     session.set_keepalive(None);
-    true
+}
+
+/// A body read failure: malformed framing (bad chunk sizes, extensions or
+/// trailers) is the client's mistake and gets a 400; anything else means
+/// the connection broke or closed.
+fn body_error(e: &PingoraError) -> BodyError {
+    match e.etype().as_str() {
+        "InvalidChunk" | "InvalidTrailerEnd" | "InvalidHTTPHeader" => {
+            let detail = e
+                .context
+                .as_ref()
+                .map(|c| c.as_str())
+                .unwrap_or("invalid framing");
+            BodyError::Refused(Error::invalid(format!(
+                "malformed chunked request body: {detail}"
+            )))
+        }
+        _ => BodyError::Gone,
+    }
 }
 
 /// Bytes of a refused body read and discarded before the connection closes:
@@ -260,7 +296,7 @@ const LINGER_BYTES: usize = 1 << 20;
 const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Reads and drops what the client already sent of a refused body.
-async fn linger(session: &mut Session) {
+async fn linger(session: &mut ServerSession) {
     let drain = async {
         let mut seen = 0usize;
         while let Ok(Some(chunk)) = session.read_request_body().await {

@@ -10,6 +10,7 @@
 //! - `stream.rs`: `ModelStreamInfer`, one backend per stream;
 //! - `metadata.rs`: `grpc-timeout` and which metadata crosses the gateway.
 
+mod incoming;
 mod metadata;
 mod service;
 mod stream;
@@ -19,8 +20,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tonic::transport::server::TcpIncoming;
 
+use crate::front::conn::OpenConnections;
 use crate::front::handler::Gateway;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
 
@@ -49,19 +50,36 @@ fn server_tls(config: &crate::config::Config) -> Option<tonic::transport::Server
     Some(ServerTlsConfig::new().identity(Identity::from_pem(read(cert), read(key))))
 }
 
-/// Serves gRPC clients on `listener` (TCP_NODELAY) until `shutdown`
-/// resolves, then stops accepting and lets open calls finish.
+/// Serves gRPC clients on `listener` until `shutdown` resolves, then
+/// stops accepting and lets open calls finish. Connections count against
+/// a cap of their own (`connections.max_connections`).
 pub async fn serve(
     gateway: Arc<Gateway>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
-    // TCP_NODELAY: without it large messages stall on delayed ACKs.
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let open = OpenConnections::new(gateway.config().connections.max_connections);
+    serve_capped(gateway, listener, open, shutdown).await
+}
+
+/// [`serve`] with connections counted against the gateway's shared cap.
+pub(crate) async fn serve_capped(
+    gateway: Arc<Gateway>,
+    listener: TcpListener,
+    open: Arc<OpenConnections>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), tonic::transport::Error> {
+    let config = gateway.config();
+    let limits = &config.connections;
+    let tls = server_tls(config);
+    let incoming = incoming::incoming(listener, open, limits.handshake_timeout(), tls.is_some());
     // The legacy v1 gRPC service shares the listener (its own package name).
     let v1 = crate::front::v1::grpc::V1GrpcService::new(gateway.clone()).server();
-    let mut builder = tonic::transport::Server::builder();
-    if let Some(tls) = server_tls(gateway.config()) {
+    let ping = limits.h2_ping_interval();
+    let mut builder = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(ping))
+        .http2_keepalive_timeout(Some(ping));
+    if let Some(tls) = tls {
         builder = builder.tls_config(tls)?;
     }
     builder

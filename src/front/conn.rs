@@ -1,0 +1,271 @@
+//! One downstream HTTP connection, from accept to close, with a deadline on
+//! every step a client could stall (`[connections]`):
+//!
+//! 1. the connection takes a slot under `max_connections`, or is answered
+//!    `503` + `Connection: close` at once ([`OpenConnections`]);
+//! 2. its first bytes (or TLS handshake) must arrive within
+//!    `handshake_timeout_ms`; they tell an h2c preface from HTTP/1;
+//! 3. HTTP/1: each request head must be complete within
+//!    `header_timeout_ms` of its first byte (a total, not reset by every
+//!    byte), and an idle keep-alive connection is closed after
+//!    `keepalive_timeout_ms`. Once draining, answers say
+//!    `Connection: close` and idle connections are closed;
+//! 4. h2 (h2c or TLS ALPN): pingora's h2 server drives the connection
+//!    (GOAWAY on drain, closed when idle); each stream is one request.
+//!
+//! A head that cannot be parsed, is too large or comes too slowly gets its
+//! `{"error":...}` answer from the one error table before the close.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::BytesMut;
+use pingora_core::apps::{HttpServerApp, HttpServerOptions, ReusedHttpStream, ServerApp};
+use pingora_core::protocols::http::ServerSession;
+use pingora_core::protocols::Stream;
+use pingora_core::server::ShutdownWatch;
+use tokio::io::AsyncReadExt;
+
+use crate::config::Connections;
+use crate::error::{Error, Kind};
+use crate::front::http::HttpResponse;
+use crate::front::session::GatewayService;
+
+/// The h2 connection preface (RFC 9113 §3.4): its first bytes tell h2c
+/// from HTTP/1 (no HTTP/1 method starts with `PRI *`).
+pub(crate) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Downstream connections open now, against the cap (shared by every
+/// client listener: HTTP, HTTPS, gRPC).
+pub(crate) struct OpenConnections {
+    count: AtomicUsize,
+    cap: usize,
+}
+
+/// One open connection's place under the cap; freed when dropped.
+pub(crate) struct Slot(Arc<OpenConnections>);
+
+impl OpenConnections {
+    pub(crate) fn new(cap: usize) -> Arc<OpenConnections> {
+        Arc::new(OpenConnections {
+            count: AtomicUsize::new(0),
+            cap,
+        })
+    }
+
+    /// A slot, or `None` when `cap` connections are open already.
+    pub(crate) fn try_open(self: &Arc<Self>) -> Option<Slot> {
+        let taken = self
+            .count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.cap).then_some(n + 1)
+            });
+        taken.ok().map(|_| Slot(self.clone()))
+    }
+
+    pub(crate) fn cap(&self) -> usize {
+        self.cap
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// What the first bytes of a plain connection say it speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    Http1,
+    H2c,
+}
+
+/// Reads until the bytes tell the protocol: a byte that leaves the h2
+/// preface decides HTTP/1, the whole preface decides h2c. Returns what was
+/// read (to be put back) or `None` if the client closed first.
+pub(crate) async fn sniff<S: tokio::io::AsyncRead + Unpin>(
+    stream: &mut S,
+) -> std::io::Result<Option<(Protocol, BytesMut)>> {
+    let mut seen = BytesMut::with_capacity(1024);
+    loop {
+        if stream.read_buf(&mut seen).await? == 0 {
+            return Ok(None);
+        }
+        let n = seen.len().min(H2_PREFACE.len());
+        if seen[..n] != H2_PREFACE[..n] {
+            return Ok(Some((Protocol::Http1, seen)));
+        }
+        if n == H2_PREFACE.len() {
+            return Ok(Some((Protocol::H2c, seen)));
+        }
+    }
+}
+
+/// Serves HTTP/1 requests on one connection until it closes, a deadline
+/// passes, or the gateway drains. `first` holds bytes already read from
+/// the stream (by [`sniff`]); empty for TLS, whose first request then gets
+/// `handshake_timeout_ms` for its first byte.
+pub(crate) async fn serve_http1(
+    service: &GatewayService,
+    mut stream: Stream,
+    mut first: BytesMut,
+    shutdown: &ShutdownWatch,
+) {
+    let timeouts = &service.gateway.config().connections;
+    let mut wait = timeouts.handshake_timeout();
+    loop {
+        if first.is_empty() && !next_bytes(&mut stream, &mut first, wait, shutdown).await {
+            return;
+        }
+        let inflight = service.gateway.inflight().enter();
+        let mut session = ServerSession::new_http1(stream);
+        session.set_pipelined_prefix(std::mem::take(&mut first));
+        session.set_keepalive(Some(keepalive_secs(timeouts)));
+        let head = tokio::time::timeout(timeouts.header_timeout(), session.read_request()).await;
+        match head {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => return,
+            Ok(Err(e)) => return refuse_head(service, session, head_error(&e)).await,
+            Err(_) => {
+                let error = Error::new(
+                    Kind::RequestTimeout,
+                    format!(
+                        "the request head did not arrive within {} ms (connections.header_timeout_ms)",
+                        timeouts.header_timeout_ms
+                    ),
+                );
+                return refuse_head(service, session, Some(error)).await;
+            }
+        }
+        service.serve(&mut session, shutdown).await;
+        drop(inflight);
+        match session.finish().await {
+            Ok(Some(reusable)) => {
+                let (next, over) = reusable.into_parts();
+                stream = next;
+                first = over.unwrap_or_default();
+            }
+            _ => return,
+        }
+        wait = timeouts.keepalive_timeout();
+    }
+}
+
+/// Waits up to `wait` for the next request's first bytes. `false`: the
+/// connection is to be closed (timed out, closed by the client, broken, or
+/// the gateway is draining and the connection is idle).
+async fn next_bytes(
+    stream: &mut Stream,
+    into: &mut BytesMut,
+    wait: Duration,
+    shutdown: &ShutdownWatch,
+) -> bool {
+    let mut shutdown = shutdown.clone();
+    tokio::select! {
+        biased;
+        read = tokio::time::timeout(wait, stream.read_buf(into)) => matches!(read, Ok(Ok(n)) if n > 0),
+        _ = shutdown.wait_for(|stop| *stop) => false,
+    }
+}
+
+/// pingora's keep-alive setting is whole seconds; ours is the real limit
+/// (enforced above), this only has to be no shorter.
+fn keepalive_secs(timeouts: &Connections) -> u64 {
+    timeouts.keepalive_timeout_ms.div_ceil(1000)
+}
+
+/// Answers a request head that could not be read (when there is still a
+/// client to answer), then closes the connection.
+async fn refuse_head(service: &GatewayService, mut session: ServerSession, error: Option<Error>) {
+    if let Some(error) = error {
+        let reason = if error.kind == Kind::RequestTimeout {
+            "slow"
+        } else {
+            "malformed"
+        };
+        service
+            .gateway
+            .metrics()
+            .rejected
+            .with_label_values(&[reason])
+            .inc();
+        let _ = service
+            .write(&mut session, HttpResponse::error(&error), true)
+            .await;
+    }
+    session.shutdown().await;
+}
+
+/// The answer to a request head pingora's parser refused; `None` when the
+/// connection broke or closed (nobody to answer).
+pub(crate) fn head_error(e: &pingora_core::Error) -> Option<Error> {
+    use pingora_core::ErrorType;
+    if !matches!(e.etype(), ErrorType::InvalidHTTPHeader) {
+        return None;
+    }
+    let context = e.context.as_ref().map(|c| c.as_str()).unwrap_or_default();
+    let parse = e
+        .cause
+        .as_ref()
+        .and_then(|c| c.downcast_ref::<httparse::Error>());
+    Some(match parse {
+        Some(httparse::Error::TooManyHeaders) => Error::new(
+            Kind::HeaderTooLarge,
+            "request has too many header fields (the limit is 256)",
+        ),
+        Some(cause) => Error::invalid(format!("malformed HTTP request head: {cause}")),
+        None if context.starts_with("Request header larger than") => Error::new(
+            Kind::HeaderTooLarge,
+            "request head (request line and header fields) is larger than 1048575 bytes",
+        ),
+        None => Error::invalid(format!("malformed HTTP request head: {context}")),
+    })
+}
+
+/// pingora's h2 server for h2c and TLS-negotiated h2 connections: each
+/// stream is one request through [`GatewayService::serve`].
+pub(crate) struct H2App {
+    pub(crate) service: Arc<GatewayService>,
+    options: HttpServerOptions,
+}
+
+impl H2App {
+    pub(crate) fn new(service: Arc<GatewayService>) -> H2App {
+        let mut options = HttpServerOptions::default();
+        options.h2c = true;
+        options.h2_idle_timeout = Some(service.gateway.config().connections.keepalive_timeout());
+        H2App { service, options }
+    }
+
+    /// Serves an h2 connection (its preface already put back) to the end.
+    pub(crate) async fn serve(self: &Arc<Self>, stream: Stream, shutdown: &ShutdownWatch) {
+        let _ = ServerApp::process_new(self, stream, shutdown).await;
+    }
+}
+
+#[async_trait]
+impl HttpServerApp for H2App {
+    async fn process_new_http(
+        self: &Arc<Self>,
+        mut session: ServerSession,
+        shutdown: &ShutdownWatch,
+    ) -> Option<ReusedHttpStream> {
+        let _inflight = self.service.gateway.inflight().enter();
+        let head = tokio::time::timeout(
+            self.service.gateway.config().connections.header_timeout(),
+            session.read_request(),
+        );
+        if let Ok(Ok(true)) = head.await {
+            self.service.serve(&mut session, shutdown).await;
+            let _ = session.finish().await;
+        }
+        None
+    }
+
+    fn server_options(&self) -> Option<&HttpServerOptions> {
+        Some(&self.options)
+    }
+}

@@ -1,0 +1,354 @@
+//! The listeners. [`Bound::bind`] binds every socket before anything else
+//! starts, so a taken port ends the process at once with the address and
+//! the OS error (and `--listen 127.0.0.1:0` works: the real address is
+//! logged). [`Edge`] then runs one accept loop per client listener on the
+//! serving runtime; every accepted client connection first takes a slot
+//! under the connection cap (`connections.max_connections`, lowered to what
+//! the file limit allows), or is refused at once.
+
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use pingora_core::apps::http_app::HttpServer;
+use pingora_core::apps::ServerApp;
+use pingora_core::listeners::tls::{Acceptor, TlsSettings};
+use pingora_core::protocols::l4::stream::Stream as L4Stream;
+use pingora_core::protocols::{GetSocketDigest, SocketDigest, Stream, ALPN};
+use pingora_core::server::ShutdownWatch;
+use pingora_core::services::background::BackgroundService;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::error::{Error, Kind};
+use crate::front::admin::AdminApp;
+use crate::front::conn::{self, H2App, OpenConnections, Protocol, Slot};
+use crate::front::handler::Gateway;
+use crate::front::http::HttpResponse;
+use crate::front::session::GatewayService;
+use crate::front::tls::ReloadingCert;
+
+/// Every listening socket of the process, bound and not yet serving.
+pub(crate) struct Bound {
+    http: std::net::TcpListener,
+    https: Option<(std::net::TcpListener, Arc<Acceptor>)>,
+    grpc: Option<std::net::TcpListener>,
+    admin: Option<std::net::TcpListener>,
+}
+
+impl Bound {
+    /// Binds the HTTP, HTTPS, gRPC and admin listeners the config names.
+    pub(crate) fn bind(gateway: &Gateway) -> Result<Bound, String> {
+        let config = gateway.config();
+        let http = bind("server.listen", &config.server.listen)?;
+        let https = match (
+            &config.tls.listen,
+            &config.tls.cert_file,
+            &config.tls.key_file,
+        ) {
+            (Some(listen), Some(cert), Some(key)) => {
+                let check = std::time::Duration::from_millis(config.tls.reload_check_ms);
+                let resolver = ReloadingCert::new(cert, key, check)?;
+                let mut settings = TlsSettings::intermediate("", "").map_err(|e| e.to_string())?;
+                settings.set_cert_resolver(Arc::new(resolver));
+                settings.enable_h2();
+                Some((bind("tls.listen", listen)?, Arc::new(settings.build())))
+            }
+            _ => None,
+        };
+        let grpc = config
+            .grpc
+            .listen
+            .as_deref()
+            .map(|l| bind("grpc.listen", l))
+            .transpose()?;
+        let admin = config
+            .admin
+            .listen
+            .as_deref()
+            .map(|l| bind("admin.listen", l))
+            .transpose()?;
+        Ok(Bound {
+            http,
+            https,
+            grpc,
+            admin,
+        })
+    }
+
+    /// `what=address` for each bound listener (with real ports), for the log.
+    pub(crate) fn describe(&self) -> String {
+        let addr =
+            |l: &std::net::TcpListener| l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        let mut parts = vec![format!("http={}", addr(&self.http))];
+        if let Some((l, _)) = &self.https {
+            parts.push(format!("https={}", addr(l)));
+        }
+        if let Some(l) = &self.grpc {
+            parts.push(format!("grpc={}", addr(l)));
+        }
+        if let Some(l) = &self.admin {
+            parts.push(format!("admin={}", addr(l)));
+        }
+        parts.join(" ")
+    }
+}
+
+fn bind(key: &str, listen: &str) -> Result<std::net::TcpListener, String> {
+    let addr: SocketAddr = listen
+        .parse()
+        .map_err(|_| format!("{key} must be IP:PORT, got {listen:?}"))?;
+    // std sets SO_REUSEADDR: a restart does not wait for TIME_WAIT sockets.
+    std::net::TcpListener::bind(addr)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| format!("cannot listen on {addr} ({key}): {e}"))
+}
+
+/// The serving side of the process, as one pingora background service:
+/// the accept loops, the connections they spawn, the gRPC passthrough,
+/// the admin listener, and the pool's first pass at boot.
+pub(crate) struct Edge {
+    gateway: Arc<Gateway>,
+    open: Arc<OpenConnections>,
+    bound: Mutex<Option<Bound>>,
+}
+
+impl Edge {
+    pub(crate) fn new(gateway: Arc<Gateway>, bound: Bound, open: Arc<OpenConnections>) -> Edge {
+        Edge {
+            gateway,
+            open,
+            bound: Mutex::new(Some(bound)),
+        }
+    }
+}
+
+#[async_trait]
+impl BackgroundService for Edge {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let taken = self.bound.lock().ok().and_then(|mut b| b.take());
+        let Some(bound) = taken else { return };
+        // The pool's first discovery and health pass starts now, not with
+        // the first request (its warnings name unreachable backends).
+        let pool = self.gateway.pool().clone();
+        tokio::spawn(async move { pool.started().await });
+        let service = Arc::new(GatewayService {
+            gateway: self.gateway.clone(),
+        });
+        let h2 = Arc::new(H2App::new(service.clone()));
+        let clients = Clients {
+            service,
+            h2,
+            open: self.open.clone(),
+            shutdown: shutdown.clone(),
+        };
+        let clients = Arc::new(clients);
+        spawn_accept(&clients, bound.http, None);
+        if let Some((listener, acceptor)) = bound.https {
+            spawn_accept(&clients, listener, Some(acceptor));
+        }
+        if let Some(listener) = bound.grpc {
+            match TcpListener::from_std(listener) {
+                Ok(listener) => {
+                    let (gateway, open) = (self.gateway.clone(), self.open.clone());
+                    let mut stop = shutdown.clone();
+                    let stop = async move {
+                        let _ = stop.wait_for(|stop| *stop).await;
+                    };
+                    tokio::spawn(async move {
+                        let served =
+                            crate::passthrough::serve_capped(gateway, listener, open, stop).await;
+                        if let Err(error) = served {
+                            tracing::error!(%error, "gRPC passthrough stopped");
+                        }
+                    });
+                }
+                Err(error) => tracing::error!(%error, "gRPC passthrough cannot use its socket"),
+            }
+        }
+        if let Some(listener) = bound.admin {
+            let app = Arc::new(HttpServer::new_app(AdminApp {
+                gateway: self.gateway.clone(),
+            }));
+            spawn_admin(app, listener, shutdown.clone());
+        }
+        let _ = shutdown.wait_for(|stop| *stop).await;
+    }
+}
+
+/// What every client connection needs.
+struct Clients {
+    service: Arc<GatewayService>,
+    h2: Arc<H2App>,
+    open: Arc<OpenConnections>,
+    shutdown: ShutdownWatch,
+}
+
+fn spawn_accept(
+    clients: &Arc<Clients>,
+    listener: std::net::TcpListener,
+    tls: Option<Arc<Acceptor>>,
+) {
+    let open = clients.clone();
+    accept_loop("client", listener, clients.shutdown.clone(), move |tcp| {
+        let Some(slot) = open.open.try_open() else {
+            tokio::spawn(refuse_over_cap(tcp, open.open.cap()));
+            return;
+        };
+        let (clients, tls) = (open.clone(), tls.clone());
+        tokio::spawn(async move { clients.serve(tcp, slot, tls).await });
+    });
+}
+
+/// Accepts on `listener` until shutdown, handing each socket to `on_accept`.
+fn accept_loop(
+    what: &'static str,
+    listener: std::net::TcpListener,
+    mut shutdown: ShutdownWatch,
+    on_accept: impl Fn(TcpStream) + Send + 'static,
+) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(%error, listener = what, "a listener cannot use its socket");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                _ = shutdown.wait_for(|stop| *stop) => return,
+            };
+            if let Some(tcp) = accepted_or_backoff(accepted).await {
+                on_accept(tcp);
+            }
+        }
+    });
+}
+
+/// The accepted socket, or `None` after an accept error. Out of file
+/// descriptors (which the cap and the reserve should prevent), backs off
+/// briefly instead of spinning on an accept that fails at once.
+pub(crate) async fn accepted_or_backoff(
+    accepted: std::io::Result<(TcpStream, SocketAddr)>,
+) -> Option<TcpStream> {
+    match accepted {
+        Ok((tcp, _)) => Some(tcp),
+        Err(error) => {
+            let exhausted = matches!(error.raw_os_error(), Some(23 | 24));
+            if exhausted {
+                tracing::warn!(%error, "accept failed: out of file descriptors");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+            } else {
+                tracing::debug!(%error, "accept failed");
+            }
+            None
+        }
+    }
+}
+
+/// Pause after an accept that failed for want of file descriptors.
+const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(10);
+
+impl Clients {
+    /// One client connection: TLS or first bytes within the handshake
+    /// deadline, then HTTP/1 or h2 until it closes.
+    async fn serve(&self, tcp: TcpStream, _slot: Slot, tls: Option<Arc<Acceptor>>) {
+        let timeouts = &self.service.gateway.config().connections;
+        let _ = tcp.set_nodelay(true);
+        let fd = tcp.as_raw_fd();
+        let mut l4 = L4Stream::from(tcp);
+        l4.set_socket_digest(SocketDigest::from_raw_fd(fd));
+        let Some(acceptor) = tls else {
+            let sniffed = tokio::time::timeout(timeouts.handshake_timeout(), conn::sniff(&mut l4));
+            let Ok(Ok(Some((protocol, seen)))) = sniffed.await else {
+                return;
+            };
+            if protocol == Protocol::H2c {
+                l4.rewind(&seen);
+                return self.h2.serve(Box::new(l4), &self.shutdown).await;
+            }
+            return conn::serve_http1(&self.service, Box::new(l4), seen, &self.shutdown).await;
+        };
+        let handshake =
+            tokio::time::timeout(timeouts.handshake_timeout(), acceptor.tls_handshake(l4));
+        let Ok(Ok(stream)) = handshake.await else {
+            return;
+        };
+        let stream: Stream = Box::new(stream);
+        if matches!(stream.selected_alpn_proto(), Some(ALPN::H2)) {
+            return self.h2.serve(stream, &self.shutdown).await;
+        }
+        conn::serve_http1(
+            &self.service,
+            stream,
+            bytes::BytesMut::new(),
+            &self.shutdown,
+        )
+        .await
+    }
+}
+
+/// Over the cap: a `503` with `Connection: close`, written without
+/// waiting on the client, then the socket closes.
+async fn refuse_over_cap(mut tcp: TcpStream, cap: usize) {
+    let error = Error::new(
+        Kind::Overloaded,
+        format!("too many open connections (connections.max_connections is {cap}); retry shortly or use another replica"),
+    );
+    let answer = raw_http1(&HttpResponse::error(&error));
+    let write = tokio::time::timeout(REFUSAL_WRITE_TIME, tcp.write_all(&answer));
+    let _ = write.await;
+    // Read what already arrived so closing does not reset the connection
+    // before the client has read the answer; never wait for more.
+    let mut sink = [0u8; 4096];
+    while matches!(tcp.try_read(&mut sink), Ok(n) if n > 0) {}
+    let _ = tcp.shutdown().await;
+}
+
+/// A refusal is a few hundred bytes: a client that cannot take them this
+/// quickly is not waited for.
+const REFUSAL_WRITE_TIME: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// An answer as HTTP/1.1 bytes with `Connection: close`, for refusals made
+/// before any HTTP session exists.
+fn raw_http1(response: &HttpResponse) -> Vec<u8> {
+    let reason = http::StatusCode::from_u16(response.status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    let mut out = format!("HTTP/1.1 {} {reason}\r\n", response.status);
+    for (name, value) in &response.headers {
+        out.push_str(&format!("{name}: {value}\r\n"));
+    }
+    out.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        response.body_len()
+    ));
+    let mut out = out.into_bytes();
+    for chunk in &response.body {
+        out.extend_from_slice(chunk);
+    }
+    out
+}
+
+/// The admin listener: pingora's HTTP server app per connection, outside
+/// the client cap (it is the operator's way in when clients fill it).
+fn spawn_admin(
+    app: Arc<HttpServer<AdminApp>>,
+    listener: std::net::TcpListener,
+    shutdown: ShutdownWatch,
+) {
+    let watch = shutdown.clone();
+    accept_loop("admin", listener, watch, move |tcp| {
+        let (app, shutdown) = (app.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let fd = tcp.as_raw_fd();
+            let mut l4 = L4Stream::from(tcp);
+            l4.set_socket_digest(SocketDigest::from_raw_fd(fd));
+            let _ = app.process_new(Box::new(l4), &shutdown).await;
+        });
+    });
+}
