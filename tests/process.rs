@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -42,28 +42,8 @@ fn connect(gw: &GatewayProcess) -> TcpStream {
 
 /// Reads one response (head + Content-Length body) from the stream.
 fn read_answer(stream: &mut TcpStream) -> Answer {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        let n = stream.read(&mut byte).expect("read head");
-        assert!(
-            n == 1,
-            "connection closed before the head ended: {:?}",
-            String::from_utf8_lossy(&buf)
-        );
-        buf.push(byte[0]);
-    }
-    let head = String::from_utf8(buf).expect("ascii head");
-    let mut answer = Answer {
-        head,
-        body: Vec::new(),
-    };
-    let len: usize = answer
-        .header("Content-Length")
-        .map_or(0, |v| v.parse().unwrap());
-    answer.body = vec![0; len];
-    stream.read_exact(&mut answer.body).expect("read body");
-    answer
+    let (head, body) = support::raw::read_answer(stream);
+    Answer { head, body }
 }
 
 fn post(path: &str, headers: &str, body: &[u8]) -> Vec<u8> {

@@ -9,7 +9,7 @@ mod support;
 mod v1;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -170,26 +170,13 @@ async fn the_captures_match_the_facts_text() {
 
 /// Reads one HTTP/1.1 answer with a Content-Length body.
 fn read_seen(stream: &mut TcpStream) -> Seen {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(
-            stream.read(&mut byte).expect("read head"),
-            1,
-            "closed early"
-        );
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8(head).expect("ascii head");
+    let (head, body) = support::raw::read_answer(stream);
     let mut lines = head.split("\r\n");
     let status = lines.next().unwrap()[9..12].parse().unwrap();
     let headers: HashMap<String, String> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(n, v)| (n.to_ascii_lowercase(), v.trim().to_string()))
         .collect();
-    let len: usize = headers["content-length"].parse().unwrap();
-    let mut body = vec![0u8; len];
-    stream.read_exact(&mut body).expect("body");
     Seen {
         status,
         headers,

@@ -3,6 +3,8 @@
 //! launcher for the real `tensorgate` binary for tests of the pingora glue.
 #![allow(dead_code)]
 
+pub mod raw;
+
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
