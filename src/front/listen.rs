@@ -193,6 +193,8 @@ fn spawn_accept(
     let open = clients.clone();
     accept_loop("client", listener, clients.shutdown.clone(), move |tcp| {
         let Some(slot) = open.open.try_open() else {
+            let metrics = open.service.gateway.metrics();
+            metrics.rejected.with_label_values(&["connections"]).inc();
             tokio::spawn(refuse_over_cap(tcp, open.open.cap()));
             return;
         };
