@@ -179,6 +179,38 @@ impl Error {
         Error::new(Kind::MethodNotAllowed, "Method Not Allowed").plain()
     }
 
+    /// The one text of a passed deadline: the backend, and the deadline in
+    /// a unit that does not round it away (`5 µs`, `250 ms`, `60 s`).
+    pub fn deadline_passed(backend: std::net::SocketAddr, deadline: std::time::Duration) -> Error {
+        Error::new(
+            Kind::UpstreamTimeout,
+            format!(
+                "upstream {backend} did not answer within the request's deadline of {}",
+                duration_text(deadline)
+            ),
+        )
+    }
+
+    /// A failed call on `backend` under `deadline`: a passed deadline
+    /// (the upstream's `DEADLINE_EXCEEDED`, tonic's own timer) gets the one
+    /// deadline text, a transport failure names the backend, and anything
+    /// the upstream server said keeps its text.
+    pub fn from_upstream(
+        status: &tonic::Status,
+        backend: std::net::SocketAddr,
+        deadline: std::time::Duration,
+    ) -> Error {
+        let mut error = Error::from_status(status);
+        match error.kind {
+            Kind::UpstreamTimeout => Error::deadline_passed(backend, deadline),
+            Kind::UpstreamUnreachable => {
+                error.message = format!("{} (backend {backend})", error.message);
+                error
+            }
+            _ => error,
+        }
+    }
+
     /// An upstream gRPC status, its message passed through verbatim.
     pub fn from_status(status: &tonic::Status) -> Error {
         if status.code() == tonic::Code::Cancelled && status.message().contains("Timeout expired") {
@@ -238,24 +270,39 @@ impl std::fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// `d` in the largest unit that keeps it at least 1 (ns, µs, ms; seconds
+/// from 10 s), with at most two decimals: `5 µs`, `47.5 ms`, `9950 ms`, `60 s`.
+pub fn duration_text(d: std::time::Duration) -> String {
+    let ns = d.as_nanos() as f64;
+    let (value, unit) = match d.as_nanos() {
+        0..1_000 => (ns, "ns"),
+        1_000..1_000_000 => (ns / 1e3, "µs"),
+        1_000_000..10_000_000_000 => (ns / 1e6, "ms"),
+        _ => (ns / 1e9, "s"),
+    };
+    let number = format!("{value:.2}");
+    let number = number.trim_end_matches('0').trim_end_matches('.');
+    format!("{number} {unit}")
+}
+
+/// The errors beneath a status, outermost first (tonic keeps the transport
+/// error that made it up as its source).
+pub fn causes(status: &tonic::Status) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+    std::iter::successors(std::error::Error::source(status), |err| err.source())
+}
+
 /// A status tonic made up because the connection failed, as opposed to an
 /// `UNAVAILABLE` the upstream server itself returned.
 fn is_transport_failure(status: &tonic::Status) -> bool {
-    let mut source = std::error::Error::source(status);
-    while let Some(err) = source {
-        // h2: the connection or stream broke under us (a peer that died
-        // mid-call resets its streams), not an answer of the server.
-        if err.is::<tonic::transport::Error>()
-            || err.is::<std::io::Error>()
-            || err.is::<h2::Error>()
-        {
-            return true;
-        }
-        source = err.source();
-    }
-    status.code() == tonic::Code::Unavailable
-        && status.metadata().is_empty()
-        && status.message().contains("connect")
+    // h2: the connection or stream broke under us (a peer that died
+    // mid-call resets its streams), not an answer of the server.
+    let broke = causes(status).any(|err| {
+        err.is::<tonic::transport::Error>() || err.is::<std::io::Error>() || err.is::<h2::Error>()
+    });
+    broke
+        || status.code() == tonic::Code::Unavailable
+            && status.metadata().is_empty()
+            && status.message().contains("connect")
 }
 
 #[cfg(test)]
@@ -325,6 +372,48 @@ mod tests {
         for (kind, http, code) in cases {
             assert_eq!(kind.v1_status(), (http, code), "{kind:?}");
         }
+    }
+
+    #[test]
+    fn durations_keep_a_unit_that_does_not_round_them_away() {
+        use std::time::Duration as D;
+        let cases = [
+            (D::ZERO, "0 ns"),
+            (D::from_nanos(7), "7 ns"),
+            (D::from_micros(5), "5 µs"),
+            (D::from_nanos(4_750), "4.75 µs"),
+            (D::from_micros(47_500), "47.5 ms"),
+            (D::from_millis(100), "100 ms"),
+            (D::from_millis(9_950), "9950 ms"),
+            (D::from_secs(60), "60 s"),
+        ];
+        for (d, text) in cases {
+            assert_eq!(duration_text(d), text, "{d:?}");
+        }
+    }
+
+    #[test]
+    fn every_passed_deadline_has_one_text() {
+        let addr: std::net::SocketAddr = "127.0.0.1:8001".parse().unwrap();
+        let deadline = std::time::Duration::from_micros(5);
+        let expected =
+            "upstream 127.0.0.1:8001 did not answer within the request's deadline of 5 µs";
+        assert_eq!(Error::deadline_passed(addr, deadline).message, expected);
+        // grpc core's status, tonic's own timer.
+        for status in [
+            tonic::Status::deadline_exceeded("Deadline Exceeded"),
+            tonic::Status::cancelled("Timeout expired"),
+        ] {
+            let error = Error::from_upstream(&status, addr, deadline);
+            assert_eq!((error.status(), error.message.as_str()), (504, expected));
+        }
+        // What the server itself says keeps its text.
+        let queued = tonic::Status::unavailable("Request timeout expired");
+        let error = Error::from_upstream(&queued, addr, deadline);
+        assert_eq!(
+            (error.status(), error.message.as_str()),
+            (503, "Request timeout expired")
+        );
     }
 
     #[test]

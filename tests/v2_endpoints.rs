@@ -240,6 +240,6 @@ async fn an_unreachable_upstream_is_a_clear_503() {
         &r,
         503,
         "text/plain",
-        r#"{"error":"no upstream backend is ready (1 known, none healthy)"}"#,
+        r#"{"error":"no upstream backend is ready: 127.0.0.1:1 (health check failed: connection refused)"}"#,
     );
 }

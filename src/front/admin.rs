@@ -6,8 +6,11 @@ use crate::upstream::{Models, Pool};
 use crate::wire::json_write::{write_str, write_u64};
 
 /// `{"backends":[{"address":..,"usable":..,"seen_ready":..,"healthy":..,
-/// "ejected":..,"draining":..,"inflight":..,"served":..,"models":[..]|null}]}`
-/// (`models` is null when the backend has no repository index).
+/// "ejected":..,"draining":..,"last_error":".."|null,"inflight":..,
+/// "served":..,"models":[..]|null}]}` (`healthy` is false until a check
+/// has passed once; `last_error` is the latest failure of a check or a
+/// request since the backend last answered; `models` is null when the
+/// backend has no repository index).
 pub fn backends_json(pool: &Pool) -> Vec<u8> {
     let mut out = b"{\"backends\":[".to_vec();
     for (i, b) in pool.backends().iter().enumerate() {
@@ -24,6 +27,11 @@ pub fn backends_json(pool: &Pool) -> Vec<u8> {
             ("draining", b.draining()),
         ] {
             out.extend_from_slice(format!(",\"{key}\":{value}").as_bytes());
+        }
+        out.extend_from_slice(b",\"last_error\":");
+        match b.last_error() {
+            Some(error) => write_str(&mut out, error.as_bytes()),
+            None => out.extend_from_slice(b"null"),
         }
         out.extend_from_slice(b",\"inflight\":");
         write_u64(&mut out, b.inflight() as u64);

@@ -40,10 +40,12 @@ const NOT_ONE_RESPONSE: &str = "generate expects model to produce exactly 1 resp
 /// tonic bounds only the wait for the response head).
 struct Upstream {
     /// The backend's in-flight count covers the whole generation.
-    _lease: Lease,
+    lease: Lease,
     stream: Streaming<ModelStreamInferResponse>,
     id: Vec<u8>,
     deadline: tokio::time::Instant,
+    /// The generation's deadline as configured (for the 504 text).
+    timeout: std::time::Duration,
 }
 
 impl Upstream {
@@ -57,10 +59,14 @@ impl Upstream {
         match tokio::time::timeout_at(self.deadline, self.stream.message()).await {
             Ok(Ok(Some(message))) => Some(stream_item(message, &self.id)),
             Ok(Ok(None)) => None,
-            Ok(Err(status)) => Some(failed(Error::from_status(&status))),
-            Err(_) => Some(failed(Error::new(
-                Kind::UpstreamTimeout,
-                "upstream deadline exceeded",
+            Ok(Err(status)) => Some(failed(Error::from_upstream(
+                &status,
+                self.lease.addr(),
+                self.timeout,
+            ))),
+            Err(_) => Some(failed(Error::deadline_passed(
+                self.lease.addr(),
+                self.timeout,
             ))),
         }
     }
@@ -164,13 +170,15 @@ impl Gateway {
         request
             .parameters
             .retain(|(k, _)| !k.starts_with("triton_"));
-        let deadline = tokio::time::Instant::now() + self.config.generate.stream_timeout();
+        let timeout = self.config.generate.stream_timeout();
+        let deadline = tokio::time::Instant::now() + timeout;
         let (lease, stream) = self.call_stream_infer(&request).await?;
         Ok(Upstream {
-            _lease: lease,
+            lease,
             stream,
             id: request.id,
             deadline,
+            timeout,
         })
     }
 

@@ -18,6 +18,7 @@ use super::service::Passthrough;
 use crate::error::{Error, Kind};
 use crate::proto::inference as pb;
 use crate::translate::sequence::sequence_key;
+use crate::upstream::call::{failure_text, never_reached, Deadline};
 use crate::upstream::{Lease, Target};
 
 /// Messages buffered each way between the client and the upstream.
@@ -64,6 +65,7 @@ impl Passthrough {
             lease,
             eject_after_failures: pool.settings().eject_after_failures,
             eject: pool.settings().eject,
+            deadline: deadline.map(Deadline::client),
             responses,
         };
         tokio::spawn(relay.run(upstream, inbound, requests, deadline));
@@ -80,6 +82,8 @@ struct Relay {
     lease: Lease,
     eject_after_failures: usize,
     eject: Duration,
+    /// The client's deadline for the whole stream, if it set one.
+    deadline: Option<Deadline>,
     responses: Responses,
 }
 
@@ -104,11 +108,7 @@ impl Relay {
             Some(deadline) => tokio::time::timeout(deadline, relay)
                 .await
                 .unwrap_or_else(|_| {
-                    Err(Error::new(
-                        Kind::UpstreamTimeout,
-                        format!("stream deadline of {} ms exceeded", deadline.as_millis()),
-                    )
-                    .to_status())
+                    Err(Error::deadline_passed(self.lease.addr(), deadline).to_status())
                 }),
         };
         if let Err(status) = result {
@@ -140,17 +140,32 @@ impl Relay {
         }
     }
 
-    /// An upstream failure as the client sees it; transport failures count
-    /// towards the backend's passive ejection.
+    /// An upstream failure as the client sees it; failures that blame the
+    /// backend (not the client's deadline passing) count towards its
+    /// passive ejection.
     fn failed(&self, status: &Status) -> Status {
-        let error = Error::from_status(status);
-        if matches!(
-            error.kind,
-            Kind::UpstreamUnreachable | Kind::UpstreamTimeout
-        ) {
+        let addr = self.lease.addr();
+        let (error, why) = match self.deadline {
+            Some(deadline) => {
+                let error = Error::from_upstream(status, addr, deadline.length);
+                let blamed = deadline.blames_backend(error.kind, never_reached(status));
+                let why = blamed.then(|| deadline.failure(error.kind, Some(status)));
+                (error, why)
+            }
+            // No deadline of the client's: a timeout is the upstream's own.
+            None => {
+                let error = Error::from_status(status);
+                let blamed = matches!(
+                    error.kind,
+                    Kind::UpstreamUnreachable | Kind::UpstreamTimeout
+                );
+                (error, blamed.then(|| failure_text(status)))
+            }
+        };
+        if let Some(why) = why {
             self.lease
                 .backend()
-                .record_failure(self.eject_after_failures, self.eject);
+                .record_failure(self.eject_after_failures, self.eject, why);
         }
         error.to_status()
     }

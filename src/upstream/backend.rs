@@ -64,6 +64,13 @@ pub struct Backend {
     models_refreshed_ms: AtomicU64,
     /// Requests this backend has answered or failed (for the admin view).
     served: AtomicU64,
+    /// The latest failure (a check's or a request's) since the backend last
+    /// answered; `has_error` spares the hot path the lock.
+    last_error: RwLock<Option<String>>,
+    has_error: AtomicBool,
+    /// Why the latest active check failed (`None`: it passed, or none ran
+    /// yet): a warning is logged only when this changes.
+    check_failure: std::sync::Mutex<Option<String>>,
 }
 
 impl Backend {
@@ -84,6 +91,9 @@ impl Backend {
             models: RwLock::new(Arc::new(Models::Unknown)),
             models_refreshed_ms: AtomicU64::new(u64::MAX),
             served: AtomicU64::new(0),
+            last_error: RwLock::new(None),
+            has_error: AtomicBool::new(false),
+            check_failure: std::sync::Mutex::new(None),
         }
     }
 
@@ -170,8 +180,74 @@ impl Backend {
         self.seen_ready.load(Relaxed)
     }
 
+    /// The active checks' verdict after their thresholds; `false` until a
+    /// check has passed once (pingora starts every backend healthy).
     pub fn healthy(&self) -> bool {
-        self.healthy.load(Relaxed)
+        self.seen_ready() && self.healthy.load(Relaxed)
+    }
+
+    /// The latest failure since the backend last answered (`None`: it
+    /// answers, or nothing was tried yet).
+    pub fn last_error(&self) -> Option<String> {
+        if !self.has_error.load(Relaxed) {
+            return None;
+        }
+        self.last_error
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_last_error(&self, error: Option<String>) {
+        self.has_error.store(error.is_some(), Relaxed);
+        *self.last_error.write().unwrap_or_else(|e| e.into_inner()) = error;
+    }
+
+    /// Why the backend takes no new requests (`None`: it does), for the
+    /// "no backend" answer.
+    pub fn unusable_reason(&self) -> Option<String> {
+        let error = self.last_error();
+        let reason = if self.draining() {
+            "draining: it left discovery".to_string()
+        } else if self.ejected() {
+            format!(
+                "ejected after failed requests: {}",
+                error.as_deref().unwrap_or("transport failures")
+            )
+        } else if self.usable() {
+            return None;
+        } else if let Some(error) = error {
+            error
+        } else if !self.seen_ready() {
+            "not checked yet".to_string()
+        } else {
+            "unhealthy".to_string()
+        };
+        Some(reason)
+    }
+
+    /// One active check's outcome. A warning is logged when the backend
+    /// starts failing its checks (or fails them for another reason), an
+    /// info line when it passes again; nothing on every pass.
+    pub fn record_check(&self, verdict: &Result<(), String>) {
+        let mut failing = self.check_failure.lock().unwrap_or_else(|e| e.into_inner());
+        match verdict {
+            Ok(()) => {
+                if let Some(previous) = failing.take() {
+                    tracing::info!(backend = %self.addr, previous = %previous, "backend passes its checks again");
+                }
+                if !self.ejected() {
+                    self.set_last_error(None);
+                }
+            }
+            Err(why) => {
+                if failing.as_deref() != Some(why.as_str()) {
+                    tracing::warn!(backend = %self.addr, error = %why, "backend check failed; no traffic until it passes");
+                    *failing = Some(why.clone());
+                }
+                self.set_last_error(Some(why.clone()));
+            }
+        }
     }
 
     pub fn draining(&self) -> bool {
@@ -223,23 +299,28 @@ impl Backend {
         }
     }
 
-    /// A real request failed in transport (refused, reset, timed out):
-    /// after `threshold` in a row the backend is ejected for `eject`.
-    /// Returns whether this failure ejected the backend.
-    pub fn record_failure(&self, threshold: usize, eject: Duration) -> bool {
+    /// A real request failed in a way that blames the backend (refused,
+    /// reset, the gateway's own deadline passed; `why` says which): after
+    /// `threshold` in a row the backend is ejected for `eject`. Returns
+    /// whether this failure ejected the backend.
+    pub fn record_failure(&self, threshold: usize, eject: Duration, why: String) -> bool {
         let failures = self.consecutive_failures.fetch_add(1, Relaxed) + 1;
-        if failures >= threshold {
+        let ejected = failures >= threshold;
+        if ejected {
             let until = (self.now_ms() + eject.as_millis() as u64).max(1);
             self.ejected_until_ms.store(until, Relaxed);
             self.consecutive_failures.store(0, Relaxed);
-            tracing::warn!(backend = %self.addr, failures, "backend ejected after transport failures");
-            return true;
+            tracing::warn!(backend = %self.addr, failures, error = %why, "backend ejected after failed requests");
         }
-        false
+        self.set_last_error(Some(why));
+        ejected
     }
 
     /// A request reached the backend and got an answer (even an error one).
     pub fn record_success(&self) {
+        if self.has_error.load(Relaxed) {
+            self.set_last_error(None);
+        }
         if self.consecutive_failures.load(Relaxed) != 0 {
             self.consecutive_failures.store(0, Relaxed);
         }
@@ -277,5 +358,54 @@ impl Drop for Lease {
     fn drop(&mut self) {
         self.backend.inflight.fetch_sub(1, Relaxed);
         self.backend.served.fetch_add(1, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backend() -> Backend {
+        let settings = Arc::new(UpstreamSettings::for_tests());
+        Backend::new("127.0.0.1:9".parse().unwrap(), settings)
+    }
+
+    #[test]
+    fn a_backend_never_seen_ready_is_not_healthy_and_says_why() {
+        let b = backend();
+        assert!(!b.healthy());
+        assert_eq!(b.unusable_reason().as_deref(), Some("not checked yet"));
+        b.record_check(&Err("health check failed: connection refused".into()));
+        assert!(!b.healthy());
+        assert_eq!(
+            b.last_error().as_deref(),
+            Some("health check failed: connection refused")
+        );
+        assert_eq!(
+            b.unusable_reason().as_deref(),
+            Some("health check failed: connection refused")
+        );
+        b.record_check(&Ok(()));
+        b.mark_seen_ready();
+        assert!(b.healthy() && b.usable());
+        assert_eq!((b.last_error(), b.unusable_reason()), (None, None));
+    }
+
+    #[test]
+    fn ejection_names_the_failure_until_the_backend_answers() {
+        let b = backend();
+        b.mark_seen_ready();
+        let eject = Duration::from_secs(60);
+        assert!(!b.record_failure(2, eject, "connection reset".into()));
+        assert!(b.record_failure(2, eject, "connection refused".into()));
+        assert_eq!(
+            b.unusable_reason().as_deref(),
+            Some("ejected after failed requests: connection refused")
+        );
+        // A passing check does not end an ejection, nor hide its cause.
+        b.record_check(&Ok(()));
+        assert_eq!(b.last_error().as_deref(), Some("connection refused"));
+        b.record_success();
+        assert_eq!(b.last_error(), None);
     }
 }

@@ -11,12 +11,76 @@ use std::time::{Duration, Instant};
 use super::backend::Lease;
 use super::pool::{Pool, Target};
 use super::Client;
-use crate::error::{Error, Kind, Result};
+use crate::error::{causes, duration_text, Error, Kind, Result};
+
+/// The deadline of one call: its length, when it started, and whether
+/// the client chose it (the HTTP `timeout` parameter or `grpc-timeout`,
+/// shorter than `upstream.request_timeout_ms`). A passed client deadline
+/// says nothing about the backend: it never counts toward ejection.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    /// The whole deadline (what the 504 text names).
+    pub length: Duration,
+    pub client_chosen: bool,
+    start: Instant,
+}
+
+impl Deadline {
+    /// The gateway's own deadline (its passing counts against a backend).
+    pub fn configured(length: Duration) -> Deadline {
+        Deadline {
+            length,
+            client_chosen: false,
+            start: Instant::now(),
+        }
+    }
+
+    /// A deadline the client chose, starting now.
+    pub fn client(length: Duration) -> Deadline {
+        Deadline {
+            client_chosen: true,
+            ..Deadline::configured(length)
+        }
+    }
+
+    pub fn remaining(&self) -> Duration {
+        self.length.saturating_sub(self.start.elapsed())
+    }
+
+    /// Whether a failed attempt says something about the backend: a refused
+    /// or reset connection, or the gateway's own deadline passing. Not the
+    /// client's deadline passing, nor a stream reset once it has passed
+    /// (the upstream gave up on the client's deadline). An attempt that
+    /// never reached the backend always counts.
+    pub fn blames_backend(&self, kind: Kind, never_reached: bool) -> bool {
+        match kind {
+            _ if never_reached => true,
+            Kind::UpstreamTimeout => !self.client_chosen,
+            Kind::UpstreamUnreachable => !(self.client_chosen && self.remaining().is_zero()),
+            _ => false,
+        }
+    }
+
+    /// Why an attempt that blames the backend failed, for operators: the
+    /// transport's cause, or the deadline passing.
+    pub fn failure(&self, kind: Kind, status: Option<&tonic::Status>) -> String {
+        match status {
+            Some(status) if kind != Kind::UpstreamTimeout => failure_text(status),
+            _ => format!("no answer within {}", duration_text(self.length)),
+        }
+    }
+}
+
+impl From<Duration> for Deadline {
+    fn from(length: Duration) -> Deadline {
+        Deadline::configured(length)
+    }
+}
 
 impl Pool {
     /// Calls `rpc(client, remaining deadline)` on a backend chosen for
-    /// `target`. `deadline` defaults to (and is capped by) the configured
-    /// request timeout.
+    /// `target`. `deadline` (the client's) defaults to and is capped by the
+    /// configured request timeout.
     pub async fn call<T, F, Fut>(
         &self,
         target: &Target<'_>,
@@ -29,7 +93,6 @@ impl Pool {
     {
         self.started().await;
         let deadline = self.deadline(deadline);
-        let start = Instant::now();
         let attempts = if target.sequence.is_some() {
             1
         } else {
@@ -38,8 +101,7 @@ impl Pool {
         let mut tried: Vec<SocketAddr> = Vec::new();
         loop {
             let lease = self.pick(target, &tried)?;
-            let remaining = deadline.saturating_sub(start.elapsed());
-            match self.call_on(&lease, remaining, &rpc).await {
+            match self.call_on(&lease, deadline, &rpc).await {
                 Err(Attempt::NeverReached(error)) if tried.len() + 1 < attempts => {
                     tracing::debug!(backend = %lease.addr(), error = %error, "attempt never reached the backend; retrying elsewhere");
                     tried.push(lease.addr());
@@ -50,70 +112,77 @@ impl Pool {
         }
     }
 
-    /// One attempt on a chosen backend, with passive health accounting.
+    /// One attempt on a chosen backend within what is left of `deadline`
+    /// (a bare `Duration` is the gateway's own), with passive health
+    /// accounting.
     pub async fn call_on<T, F, Fut>(
         &self,
         lease: &Lease,
-        remaining: Duration,
+        deadline: impl Into<Deadline>,
         rpc: &F,
     ) -> Result<T, Attempt>
     where
         F: Fn(Client, Duration) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
+        let deadline = deadline.into();
         let backend = lease.backend();
         let started = Instant::now();
+        let remaining = deadline.remaining();
         let result = tokio::time::timeout(remaining, rpc(lease.client(), remaining)).await;
-        let (outcome, answer) = match result {
-            Err(_) => {
-                let error = Error::new(
-                    Kind::UpstreamTimeout,
-                    format!(
-                        "upstream {} did not answer within {} ms",
-                        backend.addr,
-                        remaining.as_millis()
-                    ),
-                );
-                ("timeout", Err(Attempt::Failed(error)))
+        let (error, unreached, cause) = match result {
+            Ok(Ok(response)) => {
+                self.metrics()
+                    .upstream_call(backend, "ok", started.elapsed());
+                backend.record_success();
+                return Ok(response.into_inner());
             }
-            Ok(Ok(response)) => ("ok", Ok(response.into_inner())),
-            Ok(Err(status)) => {
-                let mut error = Error::from_status(&status);
-                let outcome = match error.kind {
-                    Kind::UpstreamUnreachable => "unreachable",
-                    Kind::UpstreamTimeout => "timeout",
-                    _ => "error",
-                };
-                if outcome != "error" {
-                    error.message = format!("{} (backend {})", error.message, backend.addr);
-                }
-                if never_reached(&status) {
-                    (outcome, Err(Attempt::NeverReached(error)))
-                } else {
-                    (outcome, Err(Attempt::Failed(error)))
-                }
-            }
+            Err(_) => (
+                Error::deadline_passed(backend.addr, deadline.length),
+                false,
+                None,
+            ),
+            Ok(Err(status)) => (
+                Error::from_upstream(&status, backend.addr, deadline.length),
+                never_reached(&status),
+                Some(status),
+            ),
+        };
+        let outcome = match error.kind {
+            Kind::UpstreamUnreachable => "unreachable",
+            Kind::UpstreamTimeout => "timeout",
+            _ => "error",
         };
         self.metrics()
             .upstream_call(backend, outcome, started.elapsed());
-        if matches!(outcome, "timeout" | "unreachable") {
+        if deadline.blames_backend(error.kind, unreached) {
+            let why = deadline.failure(error.kind, cause.as_ref());
             let settings = self.settings();
-            if backend.record_failure(settings.eject_after_failures, settings.eject) {
+            if backend.record_failure(settings.eject_after_failures, settings.eject, why) {
                 self.metrics()
                     .ejections
                     .with_label_values(&[&backend.label])
                     .inc();
             }
-        } else {
+        } else if outcome == "error" {
+            // The server answered (an error of its own): it is there.
             backend.record_success();
         }
-        answer
+        Err(if unreached {
+            Attempt::NeverReached(error)
+        } else {
+            Attempt::Failed(error)
+        })
     }
 
-    /// The request's own deadline, capped by the configured one.
-    pub fn deadline(&self, requested: Option<Duration>) -> Duration {
+    /// The request's own deadline, capped by the configured one; the
+    /// client's when it is the shorter.
+    pub fn deadline(&self, requested: Option<Duration>) -> Deadline {
         let cap = self.settings().request_timeout;
-        requested.map_or(cap, |d| d.min(cap))
+        match requested {
+            Some(d) if d < cap => Deadline::client(d),
+            _ => Deadline::configured(cap),
+        }
     }
 }
 
@@ -168,19 +237,92 @@ impl Attempt {
 /// Connection refused (nothing listens) or the stream refused by HTTP/2
 /// (`REFUSED_STREAM`: the server guarantees it did no work).
 pub fn never_reached(status: &tonic::Status) -> bool {
-    let mut source = std::error::Error::source(status);
-    while let Some(err) = source {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return true;
-            }
-        }
-        if let Some(h2) = err.downcast_ref::<h2::Error>() {
-            if h2.reason() == Some(h2::Reason::REFUSED_STREAM) {
-                return true;
-            }
-        }
-        source = err.source();
+    causes(status).any(|err| {
+        err.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+            || err
+                .downcast_ref::<h2::Error>()
+                .is_some_and(|h2| h2.reason() == Some(h2::Reason::REFUSED_STREAM))
+    })
+}
+
+/// What went wrong, for operators (the backends view, the 503 text, the
+/// logs): the socket error beneath a transport failure (`connection
+/// refused`), else the deepest cause, else the status's own message.
+pub fn failure_text(status: &tonic::Status) -> String {
+    if let Some(io) = causes(status).find_map(|e| e.downcast_ref::<std::io::Error>()) {
+        // "Connection refused (os error 111)" → "connection refused".
+        let text = io.to_string();
+        let text = text.split(" (os error").next().unwrap_or_default();
+        let mut chars = text.chars();
+        return chars
+            .next()
+            .map_or_else(String::new, |c| c.to_lowercase().chain(chars).collect());
     }
-    false
+    match causes(status).last() {
+        Some(deepest) => deepest.to_string(),
+        None if status.message().is_empty() => format!("{:?}", status.code()),
+        None => status.message().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::metrics::Metrics;
+    use crate::upstream::UpstreamSettings;
+
+    #[test]
+    fn only_the_gateways_deadline_is_blamed_on_the_backend() {
+        let long = Duration::from_secs(60);
+        let ours = Deadline::configured(long);
+        assert!(ours.blames_backend(Kind::UpstreamTimeout, false));
+        assert!(ours.blames_backend(Kind::UpstreamUnreachable, false));
+        assert!(!ours.blames_backend(Kind::NotFound, false));
+        let client = Deadline::client(long);
+        assert!(!client.blames_backend(Kind::UpstreamTimeout, false));
+        assert!(client.blames_backend(Kind::UpstreamUnreachable, false));
+        // Once the client's deadline passed, a reset is the upstream
+        // giving up on it; a refused connection still counts.
+        let passed = Deadline::client(Duration::ZERO);
+        assert!(!passed.blames_backend(Kind::UpstreamUnreachable, false));
+        assert!(passed.blames_backend(Kind::UpstreamUnreachable, true));
+    }
+
+    #[tokio::test]
+    async fn a_shorter_deadline_is_the_clients() {
+        let pool = Pool::new(UpstreamSettings::for_tests(), Arc::new(Metrics::new()));
+        let cap = pool.settings().request_timeout;
+        let chosen = |d| pool.deadline(d).client_chosen;
+        assert!(chosen(Some(Duration::from_micros(5))));
+        assert!(!chosen(Some(cap)));
+        assert!(!chosen(Some(cap * 2)));
+        assert!(!chosen(None));
+        assert_eq!(pool.deadline(Some(cap * 2)).length, cap);
+    }
+
+    #[test]
+    fn failures_are_described_by_their_cause() {
+        // As the OS words it.
+        let refused = tonic::Status::from_error(Box::new(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused (os error 111)",
+        )));
+        assert_eq!(failure_text(&refused), "connection refused");
+        let reset = tonic::Status::from_error(Box::new(std::io::Error::from(
+            std::io::ErrorKind::ConnectionReset,
+        )));
+        assert_eq!(failure_text(&reset), "connection reset");
+        assert_eq!(
+            failure_text(&tonic::Status::internal("as the server said")),
+            "as the server said"
+        );
+        let timeout = Deadline::configured(Duration::from_millis(250));
+        assert_eq!(
+            timeout.failure(Kind::UpstreamTimeout, Some(&refused)),
+            "no answer within 250 ms"
+        );
+    }
 }

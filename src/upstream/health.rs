@@ -14,8 +14,10 @@ use pingora::lb::Backend as LbBackend;
 use pingora_core::{Error as PingoraError, ErrorType, Result as PingoraResult};
 
 use super::backend::{Backend, Models};
+use super::call::failure_text;
 use super::pool::Pool;
 use super::UpstreamSettings;
+use crate::error::duration_text;
 use crate::proto::inference as pb;
 
 /// Finds our backend for a pingora backend (set once the pool exists).
@@ -54,24 +56,9 @@ impl HealthCheck for Shared {
         let Some(backend) = self.0.lookup.get().and_then(|l| l(&addr)) else {
             return fail(format!("{addr} is not a member"));
         };
-        let timeout = self.0.settings.health_timeout;
-        match server_ready(&backend, timeout).await {
-            Ok(true) => {
-                if backend.models_due(self.0.settings.model_refresh) {
-                    refresh_models(&backend, timeout).await;
-                }
-            }
-            // Triton's strict readiness: "not ready" while any model is not
-            // ready. Model-aware routing covers that; only a server whose
-            // models are all ready and still says "not ready" is unhealthy.
-            Ok(false) => match fetch_index(&backend, timeout).await {
-                Ok(index) if index.iter().any(|m| m.state != "READY") => {
-                    backend.set_models(ready_models(index));
-                }
-                _ => return fail(format!("{addr} is not ready")),
-            },
-            Err(e) => return fail(format!("{addr}: {e}")),
-        }
+        let verdict = self.0.verdict(&backend).await;
+        backend.record_check(&verdict);
+        verdict.or_else(fail)?;
         backend.mark_seen_ready();
         Ok(())
     }
@@ -79,7 +66,9 @@ impl HealthCheck for Shared {
     async fn health_status_change(&self, target: &LbBackend, healthy: bool) {
         if let pingora::protocols::l4::socket::SocketAddr::Inet(addr) = target.addr {
             if let Some(backend) = self.0.lookup.get().and_then(|l| l(&addr)) {
-                tracing::warn!(backend = %addr, healthy, "backend health changed");
+                // The check's failure itself was logged (as a warning) when
+                // it began; this is the thresholds' verdict on it.
+                tracing::info!(backend = %addr, healthy, "backend health changed");
                 backend.set_healthy(healthy);
             }
         }
@@ -94,13 +83,42 @@ impl HealthCheck for Shared {
     }
 }
 
+impl ReadyCheck {
+    /// One backend's check: `Err` says why it fails (for the logs, the
+    /// backends view and the "no backend" answer).
+    async fn verdict(&self, backend: &Backend) -> Result<(), String> {
+        let timeout = self.settings.health_timeout;
+        match server_ready(backend, timeout).await? {
+            true => {
+                if backend.models_due(self.settings.model_refresh) {
+                    refresh_models(backend, timeout).await;
+                }
+                Ok(())
+            }
+            // Triton's strict readiness: "not ready" while any model is not
+            // ready. Model-aware routing covers that; only a server whose
+            // models are all ready and still says "not ready" is unhealthy.
+            false => match fetch_index(backend, timeout).await {
+                Ok(index) if index.iter().any(|m| m.state != "READY") => {
+                    backend.set_models(ready_models(index));
+                    Ok(())
+                }
+                _ => Err("not ready (ServerReady answered false)".to_string()),
+            },
+        }
+    }
+}
+
 async fn server_ready(backend: &Backend, timeout: Duration) -> Result<bool, String> {
     let mut client = backend.health_client();
     let call = client.server_ready(pb::ServerReadyRequest {});
     match tokio::time::timeout(timeout, call).await {
         Ok(Ok(r)) => Ok(r.into_inner().ready),
-        Ok(Err(status)) => Err(status.message().to_string()),
-        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+        Ok(Err(status)) => Err(format!("health check failed: {}", failure_text(&status))),
+        Err(_) => Err(format!(
+            "health check got no answer within {}",
+            duration_text(timeout)
+        )),
     }
 }
 
@@ -155,9 +173,7 @@ impl Pool {
             let settings = pool.settings().clone();
             let due = last_discovery.is_none_or(|t| t.elapsed() >= settings.discovery_interval);
             if pool.take_rediscover() || due {
-                if let Err(e) = pool.discover().await {
-                    tracing::warn!(error = %e, "discovery failed; keeping the previous backends");
-                }
+                pool.discover_logged().await;
                 last_discovery = Some(Instant::now());
             }
             pool.lb().backends().run_health_check(true).await;

@@ -54,7 +54,13 @@ pub struct Pool {
     addresses: Addresses,
     /// Set by a reload: the next pass runs discovery at once.
     rediscover: std::sync::atomic::AtomicBool,
+    /// Why the latest discovery failed (`None`: it succeeded).
+    discovery_error: RwLock<Option<String>>,
 }
+
+/// Backends named in one "no backend" answer; the rest are counted (a
+/// large group must not make an unreadable error).
+const LISTED_BACKENDS_MAX: usize = 5;
 
 impl Pool {
     /// A pool with no members yet: [`Pool::run`] (or [`Pool::discover`]
@@ -78,6 +84,7 @@ impl Pool {
             rediscover: std::sync::atomic::AtomicBool::new(false),
             started: std::sync::Once::new(),
             me: me.clone(),
+            discovery_error: RwLock::new(None),
         });
         check.bind(Arc::downgrade(&pool));
         pool
@@ -102,8 +109,12 @@ impl Pool {
             .clone()
     }
 
-    /// Starts the background loop (once) and waits for its first pass, so
-    /// the first requests see the backends' health instead of an empty pool.
+    /// Starts the background loop (once, on the current runtime) and waits
+    /// for its first pass (at most a connect and a health timeout), so the
+    /// first requests see the backends' health instead of an empty pool.
+    /// Called at boot by the server (the backends view, the metrics and a
+    /// warning per unreachable backend are there before any request), and
+    /// by every call (a no-op wait once the first pass is done).
     pub async fn started(&self) {
         self.started.call_once(|| {
             tokio::spawn(Pool::run(self.me.clone()));
@@ -150,10 +161,32 @@ impl Pool {
         self.members().by_addr.get(addr).cloned()
     }
 
+    /// Runs discovery once and records its outcome: a warning when it
+    /// starts failing (or fails otherwise), not on every pass.
+    pub(super) async fn discover_logged(&self) {
+        let outcome = self.discover().await.err();
+        let mut last = self
+            .discovery_error
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        match &outcome {
+            Some(e) if last.as_ref() != Some(e) => {
+                tracing::warn!(error = %e, "discovery failed; keeping the previous backends")
+            }
+            None if last.is_some() => tracing::info!("discovery succeeds again"),
+            _ => {}
+        }
+        *last = outcome;
+    }
+
     /// Runs discovery once; new addresses become backends (closed until seen
     /// ready), vanished ones drain. `Err` keeps the previous membership.
     pub async fn discover(&self) -> Result<(), String> {
-        self.lb.update().await.map_err(|e| e.to_string())?;
+        self.lb.update().await.map_err(|e| match &e.context {
+            // Our discovery's own text (pingora's Display prefixes its type).
+            Some(context) => context.to_string(),
+            None => e.to_string(),
+        })?;
         let current = self.lb.backends().get_backend();
         let old = self.members();
         let same = current.len() == old.by_addr.len()
@@ -187,7 +220,7 @@ impl Pool {
             .or_else(|| self.choose(&members, &accept));
         match chosen {
             Some(backend) => Ok(Lease::new(backend)),
-            None => Err(no_backend(&members, tried)),
+            None => Err(self.no_backend(&members, tried)),
         }
     }
 
@@ -231,7 +264,7 @@ impl Pool {
                 ),
             ));
         }
-        Err(no_backend(members, &[]))
+        Err(self.no_backend(members, &[]))
     }
 
     /// Every usable backend (repository control fan-out).
@@ -247,6 +280,58 @@ impl Pool {
     /// At least one backend can take requests (the gateway's readiness).
     pub fn any_usable(&self) -> bool {
         self.members().ordered.iter().any(|b| b.usable())
+    }
+
+    /// The "no backend" answer: every backend that cannot take the request
+    /// (or was tried) with the reason, the first few by address.
+    fn no_backend(&self, members: &Members, tried: &[SocketAddr]) -> Error {
+        if members.ordered.is_empty() {
+            let discovery = self
+                .discovery_error
+                .read()
+                .unwrap_or_else(|e| e.into_inner());
+            let message = match &*discovery {
+                Some(error) => format!("no upstream backend: discovery failed: {error}"),
+                None => "no upstream backend: discovery found none".to_string(),
+            };
+            return Error::new(Kind::UpstreamUnreachable, message);
+        }
+        let troubled: Vec<(SocketAddr, String)> = members
+            .ordered
+            .iter()
+            .filter_map(|b| {
+                let reason = b.unusable_reason().or_else(|| {
+                    tried
+                        .contains(&b.addr)
+                        .then(|| b.last_error().unwrap_or_else(|| "failed".into()))
+                })?;
+                Some((b.addr, reason))
+            })
+            .collect();
+        let mut listed: Vec<String> = troubled
+            .iter()
+            .take(LISTED_BACKENDS_MAX)
+            .map(|(addr, reason)| format!("{addr} ({reason})"))
+            .collect();
+        if troubled.len() > LISTED_BACKENDS_MAX {
+            listed.push(format!("and {} more", troubled.len() - LISTED_BACKENDS_MAX));
+        }
+        let message = if listed.is_empty() {
+            // Every backend is usable, none may serve the model (a sequence).
+            format!(
+                "no upstream backend serves the model ({} known)",
+                members.ordered.len()
+            )
+        } else if tried.is_empty() {
+            format!("no upstream backend is ready: {}", listed.join(", "))
+        } else {
+            format!(
+                "no upstream backend could be reached ({} tried): {}",
+                tried.len(),
+                listed.join(", ")
+            )
+        };
+        Error::new(Kind::UpstreamUnreachable, message)
     }
 }
 
@@ -289,24 +374,27 @@ fn inet(backend: &LbBackend) -> SocketAddr {
     }
 }
 
-fn no_backend(members: &Members, tried: &[SocketAddr]) -> Error {
-    let message = if members.ordered.is_empty() {
-        "no upstream backend: discovery found none".to_string()
-    } else if tried.is_empty() {
-        format!(
-            "no upstream backend is ready ({} known, none healthy)",
-            members.ordered.len()
-        )
-    } else {
-        format!(
-            "no upstream backend could be reached ({} tried: {})",
-            tried.len(),
-            tried
-                .iter()
-                .map(|a| a.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    };
-    Error::new(Kind::UpstreamUnreachable, message)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_failed_discovery_is_the_no_backend_answer() {
+        let mut settings = UpstreamSettings::for_tests();
+        // Fails to parse, without a DNS lookup.
+        settings.addresses = vec!["no-port".into()];
+        let pool = Pool::new(settings, Arc::new(Metrics::new()));
+        pool.discover_logged().await;
+        let error = pool
+            .pick(&Target::default(), &[])
+            .err()
+            .expect("no backend");
+        assert!(
+            error.message.starts_with(
+                "no upstream backend: discovery failed: cannot resolve upstream no-port"
+            ),
+            "{}",
+            error.message
+        );
+    }
 }
