@@ -5,7 +5,7 @@
 
 use crate::wire::json_write::write_str;
 
-/// Who failed, and how. The variants follow Triton's error codes (facts §0.1)
+/// Who failed, and how. The variants follow Triton's error codes (protocol §0.1)
 /// plus what only a gateway can hit (upstream unreachable, deadline).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -49,7 +49,7 @@ pub enum Kind {
 }
 
 /// Which `Content-Type` an error carries: Triton uses `application/json`
-/// once a handler has started on the body, `text/plain` before (facts §0.2).
+/// once a handler has started on the body, `text/plain` before (protocol §0.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCt {
     Json,
@@ -88,7 +88,7 @@ impl Kind {
         }
     }
 
-    /// The legacy v1 API's answer (facts §7.1): HTTP 400 for every failure
+    /// The legacy v1 API's answer (protocol §7.1): HTTP 400 for every failure
     /// (405 for a wrong method; v1 servers know no other error status) and
     /// the failure's class as the `NV-Status` code. 200 is success only.
     pub fn v1_status(self) -> (u16, crate::proto::v1::RequestStatusCode) {
@@ -121,7 +121,7 @@ impl Kind {
         (status, code)
     }
 
-    /// The inverse of facts §0.1: an upstream gRPC code to our kind.
+    /// The inverse of protocol §0.1: an upstream gRPC code to our kind.
     pub fn from_grpc(code: tonic::Code) -> Kind {
         use tonic::Code as C;
         match code {

@@ -42,7 +42,7 @@ pub const ALL_DATATYPES: [DataType; 14] = [
 ];
 
 impl DataType {
-    /// Exact, case-sensitive mapping of the protocol name (facts §2.3 item 3).
+    /// Exact, case-sensitive mapping of the protocol name (protocol §2.3 item 3).
     pub fn parse(name: &[u8]) -> Option<DataType> {
         ALL_DATATYPES
             .into_iter()
@@ -117,7 +117,7 @@ const CONFIG_NAMES: [&str; 14] = [
 
 /// Number of elements of `shape`, or `None` when a dim is negative or the
 /// product overflows. Like Triton, an empty shape has zero elements for JSON
-/// data (facts §2.3, `J16`); callers that need scalar semantics say so.
+/// data (protocol §2.3, `J16`); callers that need scalar semantics say so.
 pub fn element_count(shape: &[i64]) -> Option<u64> {
     if shape.is_empty() {
         return Some(0);
@@ -198,7 +198,7 @@ pub struct InferRequest {
 }
 
 impl InferRequest {
-    /// The render kind of an output the upstream produced (facts §2.4).
+    /// The render kind of an output the upstream produced (protocol §2.4).
     pub fn output_kind(&self, name: &str) -> OutputKind {
         match self.outputs.iter().find(|o| o.name == name) {
             Some(o) => o.kind,

@@ -26,6 +26,7 @@ impl Telemetry {
     pub fn init(log: &Log) -> Result<Telemetry, String> {
         let filter = EnvFilter::try_from_env("TENSORGATE_LOG")
             .unwrap_or_else(|_| EnvFilter::new(&log.level));
+        let filter = quiet_health_flips(filter);
         let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
         let fmt = match log.format {
             LogFormat::Text => fmt.boxed(),
@@ -93,4 +94,18 @@ fn exporter(endpoint: &str) -> Result<(SdkTracerProvider, tokio::runtime::Runtim
         .with_resource(resource)
         .build();
     Ok((provider, runtime))
+}
+
+/// pingora's load balancer warns on every health flip without the reason;
+/// tensorgate warns once per change itself, with the address and the
+/// error (`upstream::backend`). Its lines stay available when the filter
+/// names the crate.
+fn quiet_health_flips(filter: EnvFilter) -> EnvFilter {
+    if filter.to_string().contains("pingora_load_balancing") {
+        return filter;
+    }
+    match "pingora_load_balancing=error".parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    }
 }

@@ -1,7 +1,7 @@
 //! The v1 client's exact requests (tests/fixtures/v1/captures.txt, from
-//! v1-legacy-facts.md §2) against the gateway and the embedded demo
+//! protocol v1 §2) against the gateway and the embedded demo
 //! upstream — in-process, and byte for byte over one keep-alive connection
-//! to the real binary — and every requirement of the facts' §3 checked on
+//! to the real binary — and every requirement of protocol v1 §3 checked on
 //! the answers.
 
 mod support;
@@ -161,7 +161,7 @@ async fn every_capture_in_process() {
 
 #[tokio::test]
 async fn the_captures_match_the_facts_text() {
-    // A capture's header and Content-Length exactly as in the facts sheet.
+    // A capture's header and Content-Length exactly as in docs/protocol.md.
     let captures = v1::captures();
     let raw = captures.iter().find(|c| c.name == "raw_batch1").unwrap();
     let wire = String::from_utf8_lossy(&raw.wire()).into_owned();

@@ -1,6 +1,6 @@
 //! Inference through the gateway against the embedded demo upstream
 //! (in-process, ephemeral port): JSON, binary, mixed, raw, compression,
-//! classification, parameters and the error texts of the facts sheet.
+//! classification, parameters and the error texts of docs/protocol.md.
 
 mod support;
 

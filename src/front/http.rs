@@ -12,7 +12,7 @@ pub struct HttpRequest {
     pub method: Method,
     /// Raw path without the query string.
     pub path: String,
-    /// Header names as the client wrote them (case preserved, facts §4.3).
+    /// Header names as the client wrote them (case preserved, protocol §4.3).
     pub headers: Vec<(String, Bytes)>,
     pub body: Bytes,
     /// The client's IP (rate and concurrency limits), when known.

@@ -1,4 +1,4 @@
-//! The `/infer` pipeline (facts §2.1 order of operations): model lookup,
+//! The `/infer` pipeline (protocol §2.1 order of operations): model lookup,
 //! decompression, header split, decode, model-level checks, header
 //! forwarding, `ModelInfer` upstream, encode, response compression.
 
@@ -68,7 +68,7 @@ impl Gateway {
         Ok(from_grpc::model_infer(response, &request.id))
     }
 
-    /// Request `Content-Encoding` (facts §4.1): gzip/deflate inflated with
+    /// Request `Content-Encoding` (protocol §4.1): gzip/deflate inflated with
     /// the decompressed-size limit; anything else is 501.
     fn decompress(&self, req: &HttpRequest) -> Result<Bytes> {
         let encoding =
@@ -84,7 +84,7 @@ impl Gateway {
     }
 
     /// `--http-header-forward-pattern`: matching headers become string
-    /// parameters named exactly as the client wrote them (facts §4.3).
+    /// parameters named exactly as the client wrote them (protocol §4.3).
     fn forward_headers(&self, req: &HttpRequest, request: &mut InferRequest) {
         let Some(pattern) = &self.forward_pattern else {
             return;

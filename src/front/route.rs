@@ -1,5 +1,5 @@
 //! Classifies a request once, from its method and raw path, into a
-//! [`Route`] (facts §0.3). Nothing downstream looks at the path again.
+//! [`Route`] (protocol §0.3). Nothing downstream looks at the path again.
 //! Matching is on the raw, un-percent-decoded path; the query is ignored.
 
 use http::Method;
@@ -202,7 +202,7 @@ impl Route {
     }
 
     /// Routes whose error answers are `text/plain` when produced before any
-    /// body handling (facts §0.2).
+    /// body handling (protocol §0.2).
     pub fn plain_before_body(&self) -> bool {
         matches!(
             self,
@@ -211,7 +211,7 @@ impl Route {
     }
 }
 
-/// `/v2/models/{m}[/versions/{v}][/suffix]` (facts §0.3 rule 3).
+/// `/v2/models/{m}[/versions/{v}][/suffix]` (protocol §0.3 rule 3).
 fn model_route(segs: &[&str]) -> Option<Route> {
     let (name, rest) = segs.split_first()?;
     let (version, rest) = match rest {

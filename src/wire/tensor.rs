@@ -1,6 +1,6 @@
 //! Tensor element codecs shared by the v2 request decoder and response
 //! encoder: JSON leaves to little-endian bytes (with Triton's truncation
-//! rules, facts §2.3), little-endian bytes back to JSON text (facts §3.3),
+//! rules, protocol §2.3), little-endian bytes back to JSON text (protocol §3.3),
 //! and the BYTES element framing (4-byte little-endian length + bytes).
 
 use half::{bf16, f16};
@@ -35,7 +35,7 @@ where
 }
 
 /// Serializes JSON `data` of `count` elements to the raw tensor layout.
-/// BYTES takes every leaf (the count check is the core's, facts §2.3).
+/// BYTES takes every leaf (the count check is the core's, protocol §2.3).
 pub fn encode_json_data(dtype: DataType, data: &[Value], count: usize) -> Result<Vec<u8>> {
     let Some(size) = dtype.element_size() else {
         return encode_json_bytes(data);
@@ -143,7 +143,7 @@ pub enum Framing {
     ShortData { len: usize, available: usize },
 }
 
-/// Appends the flat JSON array text of a raw output (facts §3.3). Returns
+/// Appends the flat JSON array text of a raw output (protocol §3.3). Returns
 /// `false` when the bytes do not hold exactly `count` elements.
 pub fn write_json_data(dtype: DataType, data: &[u8], count: usize, out: &mut Vec<u8>) -> bool {
     out.push(b'[');

@@ -1,4 +1,4 @@
-//! Decodes a v2 `/infer` HTTP body (JSON header + binary tail, facts §2)
+//! Decodes a v2 `/infer` HTTP body (JSON header + binary tail, protocol §2)
 //! into a protocol-neutral [`InferRequest`]. Pure and synchronous: no I/O,
 //! no knowledge of the upstream. Every declared length is checked before
 //! anything is sliced; tensor bytes of the binary tail are sliced, never
@@ -28,7 +28,7 @@ pub enum Body {
     /// JSON header (and maybe binary tail), fully decoded.
     Json(InferRequest),
     /// `header_length == 0`: the whole body is the data of the model's only
-    /// input (facts §2.7); the caller needs the model configuration.
+    /// input (protocol §2.7); the caller needs the model configuration.
     Raw(Bytes),
 }
 
@@ -56,7 +56,7 @@ pub fn atoi(text: &[u8]) -> i32 {
     value as i32
 }
 
-/// Splits the body at `Inference-Header-Content-Length` (facts §2.1 steps 4–6).
+/// Splits the body at `Inference-Header-Content-Length` (protocol §2.1 steps 4–6).
 /// `ihcl` is the raw header value if present.
 pub fn split_header(body: &Bytes, ihcl: Option<&[u8]>) -> Result<Option<(Bytes, Bytes)>> {
     let content_length = body.len();
@@ -210,7 +210,7 @@ impl Decoder<'_> {
         Ok(())
     }
 
-    /// Request-level parameters, facts §5.1, in document order.
+    /// Request-level parameters, protocol §5.1, in document order.
     fn decode_parameters(&mut self, params: &Value) -> Result<()> {
         let members = params.as_object().ok_or_else(|| {
             Error::json("failed to get request params.: attempt to get members for non-object")
@@ -298,7 +298,7 @@ impl Decoder<'_> {
         Ok(())
     }
 
-    /// Takes the next `size` bytes of the binary tail (facts §2.3 item 6).
+    /// Takes the next `size` bytes of the binary tail (protocol §2.3 item 6).
     fn take_binary(&mut self, name: &str, size: u64) -> Result<Bytes> {
         let available = (self.tail.len() - self.consumed) as u64;
         if size > available {
@@ -397,7 +397,7 @@ impl Decoder<'_> {
     }
 }
 
-/// Custom request parameter (facts §5.1 last row).
+/// Custom request parameter (protocol §5.1 last row).
 pub(crate) fn custom_param(key: &str, value: &Value) -> Result<Param> {
     Ok(match value {
         Value::String(s) => Param::String(lossy(s)),
@@ -450,7 +450,7 @@ fn decode_shape(input: &Value, name: &str) -> Result<Vec<i64>> {
     Ok(shape)
 }
 
-/// Shared-memory parameters (facts §2.6); offset and size default to 0.
+/// Shared-memory parameters (protocol §2.6); offset and size default to 0.
 fn decode_shm(region: &Value, params: Option<&Value>) -> Result<SharedMemory> {
     let region = region
         .as_bytes()

@@ -1,4 +1,4 @@
-//! Encodes an [`InferResponse`] as Triton's HTTP `/infer` answer (facts §3):
+//! Encodes an [`InferResponse`] as Triton's HTTP `/infer` answer (protocol §3):
 //! the compact JSON header in Triton's key order, then the binary outputs,
 //! which are handed over as the upstream's `Bytes` (never copied).
 
@@ -20,7 +20,7 @@ pub struct Encoded {
 
 impl Encoded {
     /// Binary framing applies when at least one binary output is non-empty
-    /// (facts §3.2); then the answer carries `Inference-Header-Content-Length`.
+    /// (protocol §3.2); then the answer carries `Inference-Header-Content-Length`.
     pub fn is_binary(&self) -> bool {
         !self.tails.is_empty()
     }
@@ -42,7 +42,7 @@ impl Encoded {
     }
 }
 
-/// Renders `response`; `request` decides each output's kind (facts §2.4).
+/// Renders `response`; `request` decides each output's kind (protocol §2.4).
 pub fn encode(response: &InferResponse, request: &InferRequest) -> Result<Encoded> {
     // JSON text of a number takes up to ~6 bytes per tensor byte (an FP32
     // widened to double prints up to 24 characters): size the header once
@@ -120,7 +120,7 @@ fn write_output_data(out: &mut Vec<u8>, output: &crate::model::OutputTensor) -> 
     }
 }
 
-/// Response parameters: bool, integer, string or double (facts §3.6).
+/// Response parameters: bool, integer, string or double (protocol §3.6).
 pub fn write_parameters(out: &mut Vec<u8>, params: &[(String, Param)]) {
     write_object(out, params, |out, (key, value)| {
         write_str(out, key.as_bytes());

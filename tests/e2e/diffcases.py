@@ -4,7 +4,7 @@ and to the gateway (see test_differential.py).
 
 Each request step carries what Triton 2.51 was observed to answer (status,
 Content-Type, IHCL, error text or exact body), taken from
-/work/shared/spec/triton-http-facts.md; the probe ids of that sheet (J01, B11,
+docs/protocol.md; the probe ids of that sheet (J01, B11,
 ...) are given in ``facts``.  The gateway must answer byte-identically unless the
 step has an ``expect_diff``: a dict of what the gateway answers instead (e.g.
 ``{"status": 400}``: Triton says 500, the gateway says 400 with the same body).
@@ -583,7 +583,7 @@ case("shm-register-no-byte-size", ERR("POST", "/v2/systemsharedmemory/region/r1/
                                       "Shared memory register request has no 'byte_size' field",
                                       body={"key": SHM_KEY, "offset": 0}), facts="§1.1")
 # Observed on 2.51 (this machine): a region outside the object is a 400 "invalid args"
-# (the facts sheet recorded 500 "Invalid shared memory region: '<key>'").
+# (docs/protocol.md recorded 500 "Invalid shared memory region: '<key>'").
 case("shm-register-offset-beyond", ERR("POST", "/v2/systemsharedmemory/region/r1/register", 400,
                                        "failed to register shared memory region 'r1': invalid args",
                                        body={"key": SHM_KEY, "offset": 4096, "byte_size": 8}),
@@ -1398,7 +1398,7 @@ case("compress-request-deflate-label-gzip-data", OK_JSON(
 case("compress-request-identity", OK_JSON(INFER("add_sub", _J, headers=(("Content-Encoding", "identity"),)),
                                           _ADD_SUB_JSON), facts="§4.1")
 # Observed: an empty Content-Encoding value is NOT treated like an absent header
-# (the facts sheet says "absent/empty -> as is").
+# (docs/protocol.md says "absent/empty -> as is").
 case("compress-request-empty-encoding", ERR("POST", P, 501, "Unsupported compression type", ct="text/plain",
                                             body=_J, headers=(("Content-Encoding", ""),),
                                             check=lambda r: r.header("Accept-Encoding") == "gzip, deflate"),

@@ -65,7 +65,7 @@ pub fn model_infer(response: ModelInferResponse, request_id: &[u8]) -> InferResp
     }
 }
 
-/// Servers other than Triton may answer with typed `contents` (facts §9
+/// Servers other than Triton may answer with typed `contents` (protocol §9
 /// item 7): serialize them to the raw little-endian layout.
 fn typed_to_raw(c: &InferTensorContents, datatype: &str) -> Bytes {
     // INT8/INT16 (and UINT8/UINT16) travel widened to 32 bits: keep the low bytes.

@@ -26,7 +26,7 @@ pub fn param(value: &Param) -> InferParameter {
 }
 
 /// Shared-memory keys as gRPC wants them: offset and byte size as
-/// `int64_param`, byte size always present (facts §6.3, §9 item 6).
+/// `int64_param`, byte size always present (protocol §6.3, §9 item 6).
 fn shm_params(shm: &SharedMemory, into: &mut HashMap<String, InferParameter>) {
     let int = |n: u64| param(&Param::Int64(i64::try_from(n).unwrap_or(i64::MAX)));
     into.insert(

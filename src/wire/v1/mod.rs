@@ -1,5 +1,5 @@
-//! The legacy TensorRT Inference Server v1 HTTP wire format (facts §7;
-//! v1-legacy-facts.md §2–3), pure and synchronous: the protobuf text format
+//! The legacy TensorRT Inference Server v1 HTTP wire format (protocol §7;
+//! protocol v1 §2–3), pure and synchronous: the protobuf text format
 //! of its headers (`text`), the request body split per input (`body`), and
 //! the answer's headers, raw outputs and trailer (`answer`).
 
