@@ -42,6 +42,8 @@ pub(crate) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 pub(crate) struct OpenConnections {
     count: AtomicUsize,
     cap: usize,
+    /// Woken when the last connection closes (the drain waits on it).
+    none_open: tokio::sync::Notify,
 }
 
 /// One open connection's place under the cap; freed when dropped.
@@ -52,6 +54,7 @@ impl OpenConnections {
         Arc::new(OpenConnections {
             count: AtomicUsize::new(0),
             cap,
+            none_open: tokio::sync::Notify::new(),
         })
     }
 
@@ -68,13 +71,32 @@ impl OpenConnections {
     pub(crate) fn cap(&self) -> usize {
         self.cap
     }
+
+    /// Returns once no connection is open.
+    pub(crate) async fn none_open(&self) {
+        loop {
+            let notified = self.none_open.notified();
+            if self.count.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.count.fetch_sub(1, Ordering::AcqRel);
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.none_open.notify_waiters();
+        }
     }
 }
+
+/// How long a kept-alive connection may still send its next request once
+/// the gateway drains: a client busy on the connection sends it within
+/// moments (it is then answered, with `Connection: close`), so closing at
+/// once would reset requests already on their way.
+pub(crate) const DRAIN_IDLE: Duration = Duration::from_secs(1);
 
 /// What the first bytes of a plain connection say it speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,9 +176,9 @@ pub(crate) async fn serve_http1(
     }
 }
 
-/// Waits up to `wait` for the next request's first bytes. `false`: the
-/// connection is to be closed (timed out, closed by the client, broken, or
-/// the gateway is draining and the connection is idle).
+/// Waits up to `wait` for the next request's first bytes (at most
+/// [`DRAIN_IDLE`] once the gateway drains). `false`: the connection is to
+/// be closed (timed out, closed by the client, or broken).
 async fn next_bytes(
     stream: &mut Stream,
     into: &mut BytesMut,
@@ -164,11 +186,22 @@ async fn next_bytes(
     shutdown: &ShutdownWatch,
 ) -> bool {
     let mut shutdown = shutdown.clone();
-    tokio::select! {
-        biased;
-        read = tokio::time::timeout(wait, stream.read_buf(into)) => matches!(read, Ok(Ok(n)) if n > 0),
-        _ = shutdown.wait_for(|stop| *stop) => false,
-    }
+    let wait = if *shutdown.borrow() {
+        wait.min(DRAIN_IDLE)
+    } else {
+        let read = tokio::select! {
+            biased;
+            read = tokio::time::timeout(wait, stream.read_buf(into)) => Some(read),
+            _ = shutdown.wait_for(|stop| *stop) => None,
+        };
+        if let Some(read) = read {
+            return matches!(read, Ok(Ok(n)) if n > 0);
+        }
+        // Draining began while the connection was idle.
+        DRAIN_IDLE
+    };
+    let read = tokio::time::timeout(wait, stream.read_buf(into)).await;
+    matches!(read, Ok(Ok(n)) if n > 0)
 }
 
 /// pingora's keep-alive setting is whole seconds; ours is the real limit

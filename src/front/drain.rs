@@ -15,6 +15,8 @@ use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 use tokio::sync::Notify;
 
+use crate::front::conn::{OpenConnections, DRAIN_IDLE};
+
 /// Requests being answered right now.
 #[derive(Default)]
 pub struct Inflight {
@@ -55,9 +57,12 @@ impl Drop for InflightGuard {
     }
 }
 
-/// Exits the process once SIGTERM has arrived and the last request is done.
+/// Exits the process once SIGTERM has arrived, the last request is done,
+/// and kept-alive connections had [`DRAIN_IDLE`] to send one more (which
+/// is then answered) or have all closed.
 pub struct DrainService {
     pub inflight: Arc<Inflight>,
+    pub(crate) open: Arc<OpenConnections>,
 }
 
 #[async_trait]
@@ -68,7 +73,13 @@ impl BackgroundService for DrainService {
             inflight = self.inflight.count(),
             "SIGTERM: draining in-flight requests"
         );
-        self.inflight.idle().await;
+        loop {
+            self.inflight.idle().await;
+            let closed = tokio::time::timeout(DRAIN_IDLE, self.open.none_open()).await;
+            if closed.is_ok() || self.inflight.count() == 0 {
+                break;
+            }
+        }
         tracing::info!("drained; exiting");
         std::process::exit(0);
     }

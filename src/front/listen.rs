@@ -96,14 +96,26 @@ impl Bound {
 }
 
 fn bind(key: &str, listen: &str) -> Result<std::net::TcpListener, String> {
+    use socket2::{Domain, Protocol, Socket, Type};
     let addr: SocketAddr = listen
         .parse()
         .map_err(|_| format!("{key} must be IP:PORT, got {listen:?}"))?;
-    // std sets SO_REUSEADDR: a restart does not wait for TIME_WAIT sockets.
-    std::net::TcpListener::bind(addr)
-        .and_then(|l| l.set_nonblocking(true).map(|()| l))
-        .map_err(|e| format!("cannot listen on {addr} ({key}): {e}"))
+    let failed = |e: std::io::Error| format!("cannot listen on {addr} ({key}): {e}");
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+        .map_err(failed)?;
+    // SO_REUSEADDR: a restart does not wait for TIME_WAIT sockets.
+    socket.set_reuse_address(true).map_err(failed)?;
+    socket.bind(&addr.into()).map_err(failed)?;
+    socket.listen(LISTEN_BACKLOG).map_err(failed)?;
+    socket.set_nonblocking(true).map_err(failed)?;
+    Ok(socket.into())
 }
+
+/// Connections the kernel completes before they are accepted. A burst of
+/// thousands of connects must queue, not have its handshakes dropped (std's
+/// 128 loses some under a 2000-connection burst); the kernel caps it at
+/// `net.core.somaxconn`.
+const LISTEN_BACKLOG: i32 = 4096;
 
 /// The serving side of the process, as one pingora background service:
 /// the accept loops, the connections they spawn, the gRPC passthrough,

@@ -32,8 +32,10 @@ pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
+    let open = OpenConnections::new(cap);
     let drain = DrainService {
         inflight: gateway.inflight().clone(),
+        open: open.clone(),
     };
     server.add_service(background_service("drain", drain));
     let reload = ReloadService {
@@ -46,7 +48,7 @@ pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
         max_connections = cap,
         "tensorgate listening"
     );
-    let edge = Edge::new(gateway, bound, OpenConnections::new(cap));
+    let edge = Edge::new(gateway, bound, open);
     let mut edge = background_service("edge", edge);
     edge.threads = Some(config.server.threads);
     server.add_service(edge);
