@@ -151,7 +151,9 @@ async fn strings_and_half_floats_with_a_batch_dimension() {
 #[tokio::test]
 async fn scheduling_fields_become_v2_parameters() {
     let h = Harness::start().await;
-    let text = r#"batch_size: 1 input { name: "INPUT0" dims: 1 } output { name: "OUTPUT0" } id: 77 correlation_id: 5 flags: 2 priority: 3 timeout_microseconds: 9000"#;
+    // 60 s: the timeout is a real upstream deadline, so a short one could
+    // expire on a slow (debug, busy) machine and fail the call.
+    let text = r#"batch_size: 1 input { name: "INPUT0" dims: 1 } output { name: "OUTPUT0" } id: 77 correlation_id: 5 flags: 2 priority: 3 timeout_microseconds: 60000000"#;
     let r = infer(
         &h,
         "/api/infer/identity_int32?format=binary",
@@ -172,7 +174,7 @@ async fn scheduling_fields_become_v2_parameters() {
     assert_eq!(param("sequence_end"), Some(P::BoolParam(true)));
     assert_eq!(param("sequence_start"), None);
     assert_eq!(param("priority"), Some(P::Int64Param(3)));
-    assert_eq!(param("timeout"), Some(P::Int64Param(9000)));
+    assert_eq!(param("timeout"), Some(P::Int64Param(60_000_000)));
 }
 
 /// Target, `NV-InferRequest`, body, expected code, message prefix.

@@ -66,11 +66,22 @@ mod tests {
         assert!(text.iter().any(|a| a.ends_with(":9002")), "{text:?}");
     }
 
+    /// An address that does not resolve fails the whole pass, so the
+    /// previous membership stays. The bad entry has no port: the standard
+    /// library rejects it before asking the system resolver, so the test
+    /// makes no DNS lookup (`name.invalid:1` would query the resolver).
     #[tokio::test]
-    async fn an_unresolvable_name_fails_the_whole_pass() {
-        let d = Discovery::new(Addresses::new(
-            vec!["127.0.0.1:9001".into(), "no-such-host.invalid:1".into()].into(),
-        ));
-        assert!(d.discover().await.is_err());
+    async fn an_unresolvable_address_fails_the_pass_and_keeps_the_previous_set() {
+        let addresses = Addresses::new(vec!["127.0.0.1:9001".into()].into());
+        let backends = pingora::lb::Backends::new(Box::new(Discovery::new(addresses.clone())));
+        backends.update(|_| {}).await.expect("first pass resolves");
+        *addresses.write().unwrap() = vec!["127.0.0.2:9001".into(), "no-such-host.invalid".into()];
+        assert!(backends.update(|_| {}).await.is_err());
+        let kept: Vec<String> = backends
+            .get_backend()
+            .iter()
+            .map(|b| b.addr.to_string())
+            .collect();
+        assert_eq!(kept, ["127.0.0.1:9001"]);
     }
 }
