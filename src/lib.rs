@@ -9,6 +9,7 @@
 //! from failure to status; `config` the typed, validated configuration;
 //! `demo` the embedded upstream used by `tensorgate demo` and the tests.
 
+pub mod app;
 pub mod config;
 pub mod demo;
 pub mod error;
@@ -17,10 +18,11 @@ pub mod metrics;
 pub mod model;
 pub mod passthrough;
 pub mod proto;
+pub mod server;
 pub mod telemetry;
 pub mod trace;
 pub mod translate;
 pub mod upstream;
 pub mod wire;
 
-pub use front::handler::Gateway;
+pub use app::Gateway;

@@ -106,7 +106,7 @@ fn main() -> ExitCode {
                 }
                 Ok(config)
             }));
-            match tensorgate::front::server::run(gateway) {
+            match tensorgate::server::run(gateway) {
                 Err(message) => {
                     eprintln!("tensorgate: {message}");
                     ExitCode::from(1)

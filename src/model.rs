@@ -279,3 +279,11 @@ mod tests {
         assert_eq!(element_count(&[i64::MAX, 3]), None);
     }
 }
+
+/// A model reference taken from the path: name used verbatim, version as
+/// written (digits only; empty = the server's version policy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelRef {
+    pub name: String,
+    pub version: String,
+}

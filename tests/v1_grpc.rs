@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tensorgate::config::Config;
 use tensorgate::demo::DemoUpstream;
-use tensorgate::front::v1::grpc::V1GrpcService;
+use tensorgate::passthrough::V1GrpcService;
 use tensorgate::proto::v1 as pb;
 use tensorgate::Gateway;
 use tokio::net::TcpListener;

@@ -211,9 +211,13 @@ impl DemoUpstream {
 
     /// Like a crashed server: for a background server, every connection
     /// and call is dropped at once (peers see resets, then refusals).
+    /// Returns once the listener and every connection are closed, so the
+    /// next connect is refused (not accepted by a dying server and reset).
     pub fn kill(mut self) {
         if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
+            // A runtime cannot be dropped inside async code: on a thread of
+            // its own, joined; dropping it drops every task and socket.
+            let _ = std::thread::spawn(move || drop(runtime)).join();
         }
     }
 

@@ -16,7 +16,6 @@
 //! A head that cannot be parsed, is too large or comes too slowly gets its
 //! `{"error":...}` answer from the one error table before the close.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,75 +27,11 @@ use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
 use tokio::io::AsyncReadExt;
 
+use crate::app::{DRAIN_IDLE, H2_PREFACE};
 use crate::config::Connections;
 use crate::error::{Error, Kind};
 use crate::front::http::HttpResponse;
 use crate::front::session::GatewayService;
-
-/// The h2 connection preface (RFC 9113 §3.4): its first bytes tell h2c
-/// from HTTP/1 (no HTTP/1 method starts with `PRI *`).
-pub(crate) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// Downstream connections open now, against the cap (shared by every
-/// client listener: HTTP, HTTPS, gRPC).
-pub(crate) struct OpenConnections {
-    count: AtomicUsize,
-    cap: usize,
-    /// Woken when the last connection closes (the drain waits on it).
-    none_open: tokio::sync::Notify,
-}
-
-/// One open connection's place under the cap; freed when dropped.
-pub(crate) struct Slot(Arc<OpenConnections>);
-
-impl OpenConnections {
-    pub(crate) fn new(cap: usize) -> Arc<OpenConnections> {
-        Arc::new(OpenConnections {
-            count: AtomicUsize::new(0),
-            cap,
-            none_open: tokio::sync::Notify::new(),
-        })
-    }
-
-    /// A slot, or `None` when `cap` connections are open already.
-    pub(crate) fn try_open(self: &Arc<Self>) -> Option<Slot> {
-        let taken = self
-            .count
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.cap).then_some(n + 1)
-            });
-        taken.ok().map(|_| Slot(self.clone()))
-    }
-
-    pub(crate) fn cap(&self) -> usize {
-        self.cap
-    }
-
-    /// Returns once no connection is open.
-    pub(crate) async fn none_open(&self) {
-        loop {
-            let notified = self.none_open.notified();
-            if self.count.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.none_open.notify_waiters();
-        }
-    }
-}
-
-/// How long a kept-alive connection may still send its next request once
-/// the gateway drains: a client busy on the connection sends it within
-/// moments (it is then answered, with `Connection: close`), so closing at
-/// once would reset requests already on their way.
-pub(crate) const DRAIN_IDLE: Duration = Duration::from_secs(1);
 
 /// What the first bytes of a plain connection say it speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,9 +1,9 @@
 //! Every v2 endpoint other than `/infer` (protocol §1 rows 1–18): call the
 //! matching RPC, render Triton's answer.
 
+use crate::app::fanout::{CallOptions, Control};
+use crate::app::Gateway;
 use crate::error::{Error, Result};
-use crate::front::fanout::Control;
-use crate::front::handler::Gateway;
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::route::{Route, ShmAction};
 use crate::proto::inference as pb;
@@ -45,7 +45,7 @@ const ANY: Target<'static> = Target {
 
 impl Gateway {
     pub(crate) async fn endpoint(&self, route: &Route, req: &HttpRequest) -> Result<HttpResponse> {
-        let pool = &self.pool;
+        let pool = &self.pool();
         let body = &req.body[..];
         let json = |bytes: Vec<u8>| Ok(HttpResponse::json(bytes));
         match route {
@@ -220,7 +220,7 @@ impl Gateway {
     /// with `http.oip_health_bodies`, `{"<key>":bool}` as JSON (OIP).
     fn health(&self, key: &str, ok: bool) -> HttpResponse {
         let status = if ok { 200 } else { 400 };
-        if !self.config.http.oip_health_bodies {
+        if !self.config().http.oip_health_bodies {
             return HttpResponse::empty(status, "text/plain");
         }
         let body = format!("{{\"{key}\":{ok}}}");
@@ -251,5 +251,24 @@ fn no_repository_name(repository: &Option<String>) -> Result<()> {
             "'repository_name' specification is not supported",
         )),
         None => Ok(()),
+    }
+}
+
+impl Gateway {
+    /// Load or unload for the HTTP front: Triton's empty 200, plus
+    /// `Tensorgate-Backends` after a fan-out.
+    pub(crate) async fn repository_control(
+        &self,
+        model: &str,
+        control: Control,
+    ) -> Result<HttpResponse> {
+        let placed = self
+            .control_repository(model, control, &CallOptions::default())
+            .await?;
+        let mut response = HttpResponse::empty(200, "application/json");
+        if let Some(backends) = placed.backends {
+            response.headers.push(("Tensorgate-Backends", backends));
+        }
+        Ok(response)
     }
 }

@@ -10,8 +10,8 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tonic::codec::Streaming;
 
+use crate::app::Gateway;
 use crate::error::{Error, Kind, Result};
-use crate::front::handler::Gateway;
 use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedResponse};
 use crate::front::route::ModelRef;
 use crate::model::InferRequest;
@@ -170,7 +170,7 @@ impl Gateway {
         request
             .parameters
             .retain(|(k, _)| !k.starts_with("triton_"));
-        let timeout = self.config.generate.stream_timeout();
+        let timeout = self.config().generate.stream_timeout();
         let deadline = tokio::time::Instant::now() + timeout;
         let (lease, stream) = self.call_stream_infer(&request).await?;
         Ok(Upstream {
@@ -191,7 +191,7 @@ impl Gateway {
         request: &InferRequest,
     ) -> Result<(Lease, Streaming<ModelStreamInferResponse>)> {
         let message = to_grpc::model_infer(request);
-        let pool = &self.pool;
+        let pool = &self.pool();
         pool.started().await;
         let sequence = sequence_key(&message);
         let target = Target {
@@ -199,7 +199,7 @@ impl Gateway {
             sequence: sequence.as_deref(),
         };
         let lease = pool.pick(&target, &[])?;
-        let timeout = self.config.generate.stream_timeout();
+        let timeout = self.config().generate.stream_timeout();
         let open = |mut client: Client, timeout| {
             let message = message.clone();
             async move {

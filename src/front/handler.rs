@@ -2,157 +2,23 @@
 //! an [`HttpRequest`] in, exactly one [`HttpResponse`] out. Every failure
 //! becomes an answer through `Error` (the one status table).
 
-use regex::Regex;
+use tracing::Instrument;
 
-use crate::config::Config;
+use crate::app::guard::bearer;
+use crate::app::Gateway;
 use crate::error::{Error, Result};
-use crate::front::drain::Inflight;
-use crate::front::guard::{bearer, Guard};
 use crate::front::http::{Answer, HttpRequest, HttpResponse};
 use crate::front::route::Route;
 use crate::metrics::Metrics;
 use crate::trace::TraceContext;
-use std::sync::Arc;
-use tracing::Instrument;
-
-use crate::upstream::{ModelCache, Pool, UpstreamSettings};
-use crate::wire::v2_request::DecodeLimits;
-
-/// Reads the configuration again (the file, then the command line).
-pub type ReloadSource = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
-
-/// Everything a request needs, shared by all requests.
-pub struct Gateway {
-    pub(crate) config: Config,
-    pub(crate) pool: Arc<Pool>,
-    pub(crate) inflight: Arc<Inflight>,
-    pub(crate) metrics: Arc<Metrics>,
-    guard: std::sync::RwLock<Arc<Guard>>,
-    /// Where a reload (SIGHUP) reads the configuration from.
-    reload_source: std::sync::OnceLock<ReloadSource>,
-    pub(crate) models: ModelCache,
-    pub(crate) forward_pattern: Option<Regex>,
-}
 
 impl Gateway {
-    /// Builds the gateway from a validated config.
-    pub fn new(config: Config) -> Result<Gateway, String> {
-        config.validate()?;
-        let forward_pattern = match &config.http.header_forward_pattern {
-            // Triton prefixes the pattern with (?i) and matches partially.
-            Some(p) => Some(Regex::new(&format!("(?i){p}")).map_err(|e| e.to_string())?),
-            None => None,
-        };
-        let metrics = Arc::new(Metrics::new());
-        let pool = Pool::new(
-            UpstreamSettings::from_config(&config.upstream),
-            metrics.clone(),
-        );
-        Ok(Gateway {
-            models: ModelCache::new(config.upstream.model_info_ttl()),
-            pool,
-            guard: std::sync::RwLock::new(Arc::new(Guard::new(&config.auth, &config.limits))),
-            reload_source: std::sync::OnceLock::new(),
-            metrics,
-            inflight: Arc::default(),
-            forward_pattern,
-            config,
-        })
-    }
-
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
-    /// Requests being answered (the graceful drain waits for zero).
-    pub fn inflight(&self) -> &Arc<Inflight> {
-        &self.inflight
-    }
-
-    /// The upstream pool (shared with the gRPC passthrough and tests).
-    pub fn pool(&self) -> &Arc<Pool> {
-        &self.pool
-    }
-
-    pub(crate) fn decode_limits(&self) -> DecodeLimits {
-        DecodeLimits {
-            max_input_size: self.config.limits.max_input_size,
-            max_json_depth: self.config.limits.max_json_depth,
-        }
-    }
-
     /// Classifies and answers one request (method check included).
     pub async fn handle(&self, req: HttpRequest) -> HttpResponse {
-        let Some(route) = Route::classify_target(&req.path, &self.config.v1.path_prefix) else {
+        let Some(route) = Route::classify_target(&req.path, &self.config().v1.path_prefix) else {
             return HttpResponse::error(&Error::route_not_found());
         };
         self.handle_route(&route, &req).await
-    }
-
-    /// The current access rules (replaced by a reload).
-    pub(crate) fn guard(&self) -> Arc<Guard> {
-        self.guard.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Applies a new configuration without dropping connections: the
-    /// upstream addresses, API keys and the per-client and in-flight limits.
-    /// An invalid configuration is refused and the current one kept. Other
-    /// changes (listen addresses, threads, timeouts) need a restart: they
-    /// are listed in the answer.
-    pub fn reload(&self, new: &Config) -> Result<Vec<&'static str>, String> {
-        new.validate()?;
-        let old = &self.config;
-        self.pool.set_addresses(new.upstream.addresses.clone());
-        let guard = Guard::new(&new.auth, &new.limits);
-        *self.guard.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(guard);
-        let mut ignored = Vec::new();
-        let mut upstream = new.upstream.clone();
-        upstream.addresses = old.upstream.addresses.clone();
-        let mut limits = new.limits.clone();
-        (
-            limits.rate_per_client,
-            limits.concurrency_per_client,
-            limits.max_inflight,
-        ) = (
-            old.limits.rate_per_client,
-            old.limits.concurrency_per_client,
-            old.limits.max_inflight,
-        );
-        for (name, changed) in [
-            ("server", new.server != old.server),
-            ("connections", new.connections != old.connections),
-            ("upstream (other than addresses)", upstream != old.upstream),
-            ("limits (sizes)", limits != old.limits),
-            ("http", new.http != old.http),
-            ("grpc", new.grpc != old.grpc),
-            ("admin", new.admin != old.admin),
-            ("log", new.log != old.log),
-            ("generate", new.generate != old.generate),
-            ("v1", new.v1 != old.v1),
-        ] {
-            if changed {
-                ignored.push(name);
-            }
-        }
-        Ok(ignored)
-    }
-
-    /// Where `SIGHUP` re-reads the configuration (set by the binary).
-    pub fn set_reload_source(&self, source: ReloadSource) {
-        let _ = self.reload_source.set(source);
-    }
-
-    pub(crate) fn reload_source(&self) -> Option<&ReloadSource> {
-        self.reload_source.get()
-    }
-
-    /// The Prometheus text of this gateway's metrics.
-    pub fn metrics_text(&self) -> Vec<u8> {
-        self.metrics.render(&self.pool, self.inflight.count())
-    }
-
-    pub fn metrics(&self) -> &Metrics {
-        &self.metrics
     }
 
     /// Answers a request whose route is already known, as one complete
@@ -208,7 +74,7 @@ impl Gateway {
             took,
             upstream.time,
         );
-        if self.config.log.access_log {
+        if self.config().log.access_log {
             tracing::info!(
                 target: "tensorgate::access",
                 method = %req.method,
@@ -236,7 +102,7 @@ impl Gateway {
         took: std::time::Duration,
         upstream: std::time::Duration,
     ) {
-        let m = &self.metrics;
+        let m = &self.metrics();
         let status = status.to_string();
         m.requests.with_label_values(&[name, model, &status]).inc();
         m.request_seconds
@@ -258,7 +124,7 @@ impl Gateway {
         let credential = bearer(req.header("Authorization"));
         let _permit = match self
             .guard()
-            .admit(route.group(), credential, req.peer, &self.metrics)
+            .admit(route.group(), credential, req.peer, self.metrics())
         {
             Ok(permit) => permit,
             Err(error) => return Answer::Full(crate::front::v1::refusal(self, route, &error)),

@@ -2,15 +2,13 @@
 //! decompression, header split, decode, model-level checks, header
 //! forwarding, `ModelInfer` upstream, encode, response compression.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 
+use crate::app::Gateway;
 use crate::error::{Error, Kind, Result};
-use crate::front::handler::Gateway;
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::route::ModelRef;
-use crate::model::{InferRequest, ModelInfo, Param};
+use crate::model::{InferRequest, Param};
 use crate::translate::sequence::sequence_key;
 use crate::translate::{checks, from_grpc, to_grpc};
 use crate::upstream::call::rpc;
@@ -64,7 +62,7 @@ impl Gateway {
             sequence: sequence.as_deref(),
         };
         let deadline = requested_timeout(request);
-        let response = rpc!(self.pool, target, deadline, model_infer, message)?;
+        let response = rpc!(self.pool(), target, deadline, model_infer, message)?;
         Ok(from_grpc::model_infer(response, &request.id))
     }
 
@@ -78,7 +76,7 @@ impl Gateway {
         if encoding == compress::Encoding::Identity {
             return Ok(req.body.clone());
         }
-        compress::inflate(&req.body, self.config.limits.max_input_size)
+        compress::inflate(&req.body, self.config().limits.max_input_size)
             .map(Bytes::from)
             .map_err(|e| Error::invalid(e.to_string()).plain())
     }
@@ -86,7 +84,7 @@ impl Gateway {
     /// `--http-header-forward-pattern`: matching headers become string
     /// parameters named exactly as the client wrote them (protocol §4.3).
     fn forward_headers(&self, req: &HttpRequest, request: &mut InferRequest) {
-        let Some(pattern) = &self.forward_pattern else {
+        let Some(pattern) = &self.forward_pattern() else {
             return;
         };
         for (name, value) in &req.headers {
@@ -120,41 +118,6 @@ impl Gateway {
             headers,
             body,
         }
-    }
-
-    /// Model signature from the cache, or `ModelConfig` upstream (falling
-    /// back to `ModelMetadata` for servers without it). `Ok(None)` when the
-    /// upstream offers neither; unknown models are the upstream's 404.
-    pub(crate) async fn model_info(&self, model: &ModelRef) -> Result<Option<Arc<ModelInfo>>> {
-        if let Some(info) = self.models.get(&model.name, &model.version) {
-            return Ok(Some(info));
-        }
-        let target = Target {
-            model: Some(&model.name),
-            sequence: None,
-        };
-        let request = crate::proto::inference::ModelConfigRequest {
-            name: model.name.clone(),
-            version: model.version.clone(),
-        };
-        let info = match rpc!(self.pool, target, model_config, request) {
-            Ok(r) => from_grpc::model_info_from_config(r.config.unwrap_or_default()),
-            Err(e) if e.kind == Kind::Unsupported => {
-                let request = crate::proto::inference::ModelMetadataRequest {
-                    name: model.name.clone(),
-                    version: model.version.clone(),
-                };
-                match rpc!(self.pool, target, model_metadata, request) {
-                    Ok(r) => from_grpc::model_info_from_metadata(r),
-                    Err(e) if e.kind == Kind::Unsupported => return Ok(None),
-                    Err(e) => return Err(e),
-                }
-            }
-            Err(e) => return Err(e),
-        };
-        let info = Arc::new(info);
-        self.models.put(&model.name, &model.version, info.clone());
-        Ok(Some(info))
     }
 }
 

@@ -1,22 +1,17 @@
-//! The HTTP front: `route` classifies, `handler` (+ `infer`, `endpoints`,
-//! `fanout`, `admin`, `generate`) answers; `listen` binds and accepts,
-//! `conn` runs one connection with its deadlines, `session` is the
-//! per-request pingora glue, `server` wires the process; `v1` serves the
-//! legacy v1 API.
+//! The HTTP front, a peer of the gRPC passthrough on top of the core
+//! (`app`): `conn` runs one connection with its deadlines, `session` is
+//! the per-request pingora glue, `route` classifies, `handler` (+ `infer`,
+//! `endpoints`, `admin`, `generate`) answers; `v1` serves the legacy v1
+//! HTTP API.
 
 pub mod admin;
 pub(crate) mod conn;
-pub mod drain;
 pub mod endpoints;
-pub mod fanout;
 pub mod generate;
-pub mod guard;
 pub mod handler;
 pub mod http;
 pub mod infer;
-pub(crate) mod listen;
 pub mod route;
-pub mod server;
 pub mod session;
 pub mod tls;
 pub mod v1;

@@ -6,13 +6,7 @@ use http::Method;
 
 use crate::front::v1::route::V1Route;
 
-/// A model reference taken from the path: name used verbatim, version as
-/// written (digits only; empty = the server's version policy).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelRef {
-    pub name: String,
-    pub version: String,
-}
+pub use crate::model::ModelRef;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShmAction {

@@ -13,8 +13,8 @@ use pingora_core::server::ShutdownWatch;
 use pingora_core::{Error as PingoraError, Result as PingoraResult};
 use pingora_http::ResponseHeader;
 
+use crate::app::Gateway;
 use crate::error::{Error, Kind};
-use crate::front::handler::Gateway;
 use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedResponse};
 use crate::front::route::Route;
 

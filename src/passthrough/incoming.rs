@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
-use crate::front::conn::{OpenConnections, Slot, H2_PREFACE};
+use crate::app::{OpenConnections, Slot, H2_PREFACE};
 
 /// Accepted connections that passed the first-bytes deadline, as the
 /// stream tonic serves. Accepting stops when tonic drops the stream.
@@ -36,7 +36,7 @@ pub(crate) fn incoming(
                 accepted = listener.accept() => accepted,
                 _ = ready.closed() => return,
             };
-            let Some(tcp) = crate::front::listen::accepted_or_backoff(accepted).await else {
+            let Some(tcp) = crate::app::accepted_or_backoff(accepted).await else {
                 continue;
             };
             // Over the cap: closed at once (a gRPC client retries elsewhere).

@@ -10,22 +10,25 @@
 //! - `stream.rs`: `ModelStreamInfer`, one backend per stream;
 //! - `metadata.rs`: `grpc-timeout` and which metadata crosses the gateway.
 
+mod auth;
 mod incoming;
 mod metadata;
 mod service;
 mod stream;
 mod unary;
+mod v1;
 
 use std::future::Future;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use crate::front::conn::OpenConnections;
-use crate::front::handler::Gateway;
+use crate::app::Gateway;
+use crate::app::OpenConnections;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
 
 pub use service::Passthrough;
+pub use v1::V1GrpcService;
 
 /// The tonic service, with the upstream message size limit both ways.
 pub fn service(gateway: Arc<Gateway>) -> GrpcInferenceServiceServer<Passthrough> {
@@ -74,7 +77,7 @@ pub(crate) async fn serve_capped(
     let tls = server_tls(config);
     let incoming = incoming::incoming(listener, open, limits.handshake_timeout(), tls.is_some());
     // The legacy v1 gRPC service shares the listener (its own package name).
-    let v1 = crate::front::v1::grpc::V1GrpcService::new(gateway.clone()).server();
+    let v1 = v1::V1GrpcService::new(gateway.clone()).server();
     let ping = limits.h2_ping_interval();
     let mut builder = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(ping))

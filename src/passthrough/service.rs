@@ -11,12 +11,13 @@ use std::sync::Arc;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::auth::admit_grpc;
 use super::metadata;
 use super::stream::ResponseStream;
 use super::unary::{unary, Aim};
-use crate::front::fanout::{CallOptions, Control, Placed};
-use crate::front::guard::{admit_grpc, Permit};
-use crate::front::handler::Gateway;
+use crate::app::fanout::{CallOptions, Control, Placed};
+use crate::app::guard::Permit;
+use crate::app::Gateway;
 use crate::proto::inference as pb;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceService;
 use crate::translate::sequence::sequence_key;
@@ -38,7 +39,7 @@ impl Passthrough {
     }
 
     /// Counts a call as in flight (the graceful drain waits for it).
-    pub(super) fn enter(&self) -> crate::front::drain::InflightGuard {
+    pub(super) fn enter(&self) -> crate::app::InflightGuard {
         self.gateway.inflight().enter()
     }
 

@@ -78,7 +78,7 @@ type UpstreamRequest = Request<ReceiverStream<pb::ModelInferRequest>>;
 /// One stream's relay task.
 struct Relay {
     /// The stream counts as in flight until its relay ends.
-    _inflight: crate::front::drain::InflightGuard,
+    _inflight: crate::app::InflightGuard,
     lease: Lease,
     eject_after_failures: usize,
     eject: Duration,

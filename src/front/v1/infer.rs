@@ -3,16 +3,11 @@
 //! the body split per input and checked, `ModelInfer` upstream, then
 //! `NV-InferResponse` and the raw outputs followed by the trailer.
 
-use bytes::Bytes;
-
 use super::Answer;
+use crate::app::Gateway;
 use crate::error::{Error, Result};
-use crate::front::handler::Gateway;
 use crate::front::http::HttpRequest;
 use crate::front::route::ModelRef;
-use crate::proto::v1 as pb;
-use crate::translate::checks;
-use crate::translate::v1::{request, response};
 use crate::wire::v1::{answer, text, Format};
 
 impl Gateway {
@@ -37,32 +32,5 @@ impl Gateway {
             infer_response: Some(value),
             body,
         })
-    }
-
-    /// The translation itself, shared with the v1 gRPC service: the v1
-    /// header and the inputs' bytes back to back in, the response header
-    /// (classes included) and the raw outputs out.
-    pub(super) async fn v1_infer_core(
-        &self,
-        model: &ModelRef,
-        header: &pb::InferRequestHeader,
-        data: &Bytes,
-    ) -> Result<(pb::InferResponseHeader, Vec<Bytes>)> {
-        let info = self.model_info(model).await?.ok_or_else(|| {
-            Error::unsupported(
-                "v1 inference needs the model configuration, which the upstream does not provide",
-            )
-        })?;
-        if info.decoupled {
-            return Err(Error::unsupported(
-                "v1 inference doesn't support models with decoupled transaction policy",
-            ));
-        }
-        let (request, plan) =
-            request::infer_request(&model.name, &model.version, header, &info, data)?;
-        checks::classification(&request, Some(&info))?;
-        checks::tensor_sizes(&request, Some(&info))?;
-        let result = self.v1_model_infer(&request).await?;
-        response::infer_response(&result, &plan, &model.version)
     }
 }

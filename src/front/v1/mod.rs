@@ -6,38 +6,19 @@
 //! the error table (`Kind::v1_status`), never a JSON body. `grpc` is the
 //! v1 gRPC service, translated the same way.
 
-pub mod grpc;
 mod infer;
 pub mod route;
-mod rpc;
-mod status;
-
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
-use std::time::Instant;
 
 use bytes::Bytes;
 
+use crate::app::v1::{next_request_id, started};
+use crate::app::Gateway;
 use crate::error::{Error, Kind, Result};
-use crate::front::handler::Gateway;
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::route::Route;
 use crate::proto::v1 as pb;
 use crate::wire::v1::{answer, Format};
 use route::V1Route;
-
-/// v1 `request_id`s: unique per process, never 0 (0 = unknown).
-static REQUEST_IDS: AtomicU64 = AtomicU64::new(1);
-
-fn next_request_id() -> u64 {
-    REQUEST_IDS.fetch_add(1, Ordering::Relaxed)
-}
-
-/// When the v1 front first served (the status `uptime_ns` counts from it).
-fn started() -> Instant {
-    static STARTED: OnceLock<Instant> = OnceLock::new();
-    *STARTED.get_or_init(Instant::now)
-}
 
 /// A successful v1 answer before the status header is added.
 struct Answer {
@@ -75,7 +56,7 @@ impl Gateway {
         } else {
             Err(Error::method_not_allowed())
         };
-        let server_id = &self.config.v1.server_id;
+        let server_id = &self.config().v1.server_id;
         match result {
             Ok(ok) => {
                 let status =
@@ -112,15 +93,15 @@ impl Gateway {
             }
             V1Route::Infer { model, format } => self.v1_infer(model, *format, req).await,
             V1Route::ModelLoad(model) => {
-                self.models.invalidate(model);
+                self.models().invalidate(model);
                 self.v1_model_load(model).await?;
-                self.models.invalidate(model);
+                self.models().invalidate(model);
                 Ok(Answer::empty())
             }
             V1Route::ModelUnload(model) => {
-                self.models.invalidate(model);
+                self.models().invalidate(model);
                 self.v1_model_unload(model).await?;
-                self.models.invalidate(model);
+                self.models().invalidate(model);
                 Ok(Answer::empty())
             }
             V1Route::RepositoryIndex(format) => {
@@ -181,7 +162,7 @@ fn error_response(error: &Error, server_id: &str, request_id: u64) -> HttpRespon
 /// v1 style for v1 routes, the v2 error otherwise.
 pub fn refusal(gateway: &Gateway, route: &Route, error: &Error) -> HttpResponse {
     match route {
-        Route::V1(_) => error_response(error, &gateway.config.v1.server_id, next_request_id()),
+        Route::V1(_) => error_response(error, &gateway.config().v1.server_id, next_request_id()),
         _ => HttpResponse::error(error),
     }
 }

@@ -21,10 +21,10 @@ use pingora_core::services::background::BackgroundService;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::app::{accepted_or_backoff, Gateway, OpenConnections, Slot};
 use crate::error::{Error, Kind};
 use crate::front::admin::AdminApp;
-use crate::front::conn::{self, H2App, OpenConnections, Protocol, Slot};
-use crate::front::handler::Gateway;
+use crate::front::conn::{self, H2App, Protocol};
 use crate::front::http::HttpResponse;
 use crate::front::session::GatewayService;
 use crate::front::tls::ReloadingCert;
@@ -241,30 +241,6 @@ fn accept_loop(
         }
     });
 }
-
-/// The accepted socket, or `None` after an accept error. Out of file
-/// descriptors (which the cap and the reserve should prevent), backs off
-/// briefly instead of spinning on an accept that fails at once.
-pub(crate) async fn accepted_or_backoff(
-    accepted: std::io::Result<(TcpStream, SocketAddr)>,
-) -> Option<TcpStream> {
-    match accepted {
-        Ok((tcp, _)) => Some(tcp),
-        Err(error) => {
-            let exhausted = matches!(error.raw_os_error(), Some(23 | 24));
-            if exhausted {
-                tracing::warn!(%error, "accept failed: out of file descriptors");
-                tokio::time::sleep(ACCEPT_BACKOFF).await;
-            } else {
-                tracing::debug!(%error, "accept failed");
-            }
-            None
-        }
-    }
-}
-
-/// Pause after an accept that failed for want of file descriptors.
-const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl Clients {
     /// One client connection: TLS or first bytes within the handshake

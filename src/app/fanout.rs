@@ -3,8 +3,8 @@
 //! is placed fleet-wide, and the answer says which backends succeeded.
 //! Each backend that answered has its model list refreshed at once, so
 //! model-aware routing follows without waiting for the next refresh.
-//! The core ([`Gateway::control_repository`]) serves both fronts; the HTTP
-//! answer is rendered here, the gRPC one in `passthrough`.
+//! The core ([`Gateway::control_repository`]) serves both fronts; each
+//! renders the answer itself.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -13,9 +13,8 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tonic::metadata::MetadataMap;
 
+use crate::app::Gateway;
 use crate::error::{Error, Result};
-use crate::front::handler::Gateway;
-use crate::front::http::HttpResponse;
 use crate::proto::inference as pb;
 use crate::upstream::{health, Client, Lease, Pool, Target};
 
@@ -47,23 +46,6 @@ struct Outcome {
 }
 
 impl Gateway {
-    /// Load or unload for the HTTP front: Triton's empty 200, plus
-    /// `Tensorgate-Backends` after a fan-out.
-    pub(crate) async fn repository_control(
-        &self,
-        model: &str,
-        control: Control,
-    ) -> Result<HttpResponse> {
-        let placed = self
-            .control_repository(model, control, &CallOptions::default())
-            .await?;
-        let mut response = HttpResponse::empty(200, "application/json");
-        if let Some(backends) = placed.backends {
-            response.headers.push(("Tensorgate-Backends", backends));
-        }
-        Ok(response)
-    }
-
     /// Load or unload on every ready backend (`upstream.fanout_repository`)
     /// or on one serving the model; shared by both fronts.
     pub(crate) async fn control_repository(
@@ -72,13 +54,13 @@ impl Gateway {
         control: Control,
         options: &CallOptions,
     ) -> Result<Placed> {
-        self.models.invalidate(model);
-        let result = if self.config.upstream.fanout_repository {
-            fan_out(&self.pool, control, options).await
+        self.models().invalidate(model);
+        let result = if self.config().upstream.fanout_repository {
+            fan_out(self.pool(), control, options).await
         } else {
-            one(&self.pool, model, &control, options).await
+            one(self.pool(), model, &control, options).await
         };
-        self.models.invalidate(model);
+        self.models().invalidate(model);
         result
     }
 }

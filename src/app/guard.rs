@@ -250,30 +250,6 @@ pub fn parse_keys(text: &str) -> Keys {
         .collect()
 }
 
-/// The same rules for a gRPC call: the key from its `authorization`
-/// metadata, the client from its peer address; refusals as statuses
-/// (`UNAUTHENTICATED`, `PERMISSION_DENIED`, `RESOURCE_EXHAUSTED`,
-/// `UNAVAILABLE`). The permit lasts as long as the caller keeps it.
-pub fn admit_grpc<T>(
-    gateway: &crate::Gateway,
-    request: &tonic::Request<T>,
-    group: &str,
-) -> std::result::Result<Permit, tonic::Status> {
-    let credential = request
-        .metadata()
-        .get("authorization")
-        .map(|v| v.as_bytes());
-    gateway
-        .guard()
-        .admit(
-            group,
-            bearer(credential),
-            request.remote_addr().map(|a| a.ip()),
-            gateway.metrics(),
-        )
-        .map_err(|e| e.to_status())
-}
-
 /// The bearer token of an `Authorization` header value.
 pub fn bearer(value: Option<&[u8]>) -> Option<&str> {
     let value = std::str::from_utf8(value?).ok()?.trim();

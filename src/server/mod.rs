@@ -11,10 +11,12 @@ use pingora_core::server::configuration::ServerConf;
 use pingora_core::server::Server;
 use pingora_core::services::background::background_service;
 
-use crate::front::conn::OpenConnections;
-use crate::front::drain::{DrainService, ReloadService};
-use crate::front::handler::Gateway;
-use crate::front::listen::{Bound, Edge};
+use crate::app::{Gateway, OpenConnections};
+use listen::{Bound, Edge};
+use services::{DrainService, ReloadService};
+
+mod listen;
+mod services;
 
 /// Runs the gateway until the process is told to stop. Returns only when
 /// a listener cannot be set up.

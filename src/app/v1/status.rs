@@ -3,13 +3,13 @@
 //! statistics. Without a model, every model the repository lists whose
 //! configuration the upstream serves (unloaded models have none).
 
+use crate::app::Gateway;
 use crate::error::{Error, Kind, Result};
-use crate::front::handler::Gateway;
 use crate::proto::v1 as pb;
 use crate::translate::v1::status::{self, ModelFacts};
 
 impl Gateway {
-    pub(super) async fn v1_server_status(&self, model: Option<&str>) -> Result<pb::ServerStatus> {
+    pub(crate) async fn v1_server_status(&self, model: Option<&str>) -> Result<pb::ServerStatus> {
         let ready = self.v1_server_ready().await?;
         let index = self.v1_repository_index().await?;
         let mut models = Vec::new();
@@ -40,10 +40,10 @@ impl Gateway {
                 }
             }
         }
-        let uptime = super::started().elapsed().as_nanos();
+        let uptime = crate::app::v1::started().elapsed().as_nanos();
         let uptime = u64::try_from(uptime).unwrap_or(u64::MAX);
         Ok(status::server_status(
-            &self.config.v1.server_id,
+            &self.config().v1.server_id,
             ready,
             uptime,
             models,

@@ -15,10 +15,10 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
+use super::auth::admit_grpc;
+use crate::app::Gateway;
 use crate::error::{Error, Kind, Result};
-use crate::front::guard::admit_grpc;
-use crate::front::handler::Gateway;
-use crate::front::route::ModelRef;
+use crate::model::ModelRef;
 use crate::proto::v1 as pb;
 use pb::grpc_service_server::{GrpcService, GrpcServiceServer};
 
@@ -38,7 +38,7 @@ impl V1GrpcService {
 
     /// The tonic service, with the gateway's message-size limit both ways.
     pub fn server(self) -> GrpcServiceServer<V1GrpcService> {
-        let limit = self.gateway.config.upstream.max_message_bytes;
+        let limit = self.gateway.config().upstream.max_message_bytes;
         GrpcServiceServer::new(self)
             .max_decoding_message_size(limit)
             .max_encoding_message_size(limit)
@@ -54,8 +54,8 @@ fn request_status(gateway: &Gateway, outcome: Option<&Error>) -> pb::RequestStat
     pb::RequestStatus {
         code: code as i32,
         msg,
-        server_id: gateway.config.v1.server_id.clone(),
-        request_id: super::next_request_id(),
+        server_id: gateway.config().v1.server_id.clone(),
+        request_id: crate::app::v1::next_request_id(),
     }
 }
 

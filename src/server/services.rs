@@ -1,61 +1,19 @@
-//! Graceful drain. pingora stops accepting on SIGTERM, then always sleeps
-//! the whole grace period before tearing the runtimes down (dropping
-//! whatever is still running). [`Inflight`] counts the requests being
-//! answered (HTTP and gRPC); [`DrainService`] ends the process as soon as
+//! The process's background services. Graceful drain: pingora stops
+//! accepting on SIGTERM, then always sleeps the whole grace period before
+//! tearing the runtimes down (dropping whatever is still running).
+//! `app::Inflight` counts the requests being answered (HTTP and gRPC);
+//! [`DrainService`] ends the process as soon as
 //! that count reaches zero after SIGTERM, so a drained gateway exits in
 //! milliseconds, and a busy one when its last request is answered or the
 //! grace period ends, whichever comes first. [`ReloadService`] applies a
 //! new configuration on `SIGHUP`.
 
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
+use crate::app::{Inflight, OpenConnections, DRAIN_IDLE};
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
-use tokio::sync::Notify;
-
-use crate::front::conn::{OpenConnections, DRAIN_IDLE};
-
-/// Requests being answered right now.
-#[derive(Default)]
-pub struct Inflight {
-    count: AtomicUsize,
-    idle: Notify,
-}
-
-/// One request in flight; leaving decrements (and wakes the drain at zero).
-pub struct InflightGuard(Arc<Inflight>);
-
-impl Inflight {
-    pub fn enter(self: &Arc<Self>) -> InflightGuard {
-        self.count.fetch_add(1, SeqCst);
-        InflightGuard(self.clone())
-    }
-
-    pub fn count(&self) -> usize {
-        self.count.load(SeqCst)
-    }
-
-    /// Returns once no request is in flight.
-    pub async fn idle(&self) {
-        loop {
-            let notified = self.idle.notified();
-            if self.count() == 0 {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-impl Drop for InflightGuard {
-    fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, SeqCst) == 1 {
-            self.0.idle.notify_waiters();
-        }
-    }
-}
 
 /// Exits the process once SIGTERM has arrived, the last request is done,
 /// and kept-alive connections had [`DRAIN_IDLE`] to send one more (which

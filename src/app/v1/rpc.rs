@@ -4,9 +4,9 @@
 //! with the v2 front's choice (sticky sequences, deadlines), load/unload
 //! with its fan-out.
 
+use crate::app::fanout::{CallOptions, Control};
+use crate::app::Gateway;
 use crate::error::{Error, Kind, Result};
-use crate::front::fanout::{CallOptions, Control};
-use crate::front::handler::Gateway;
 use crate::model::{InferRequest, InferResponse};
 use crate::proto::inference as pb;
 use crate::upstream::call::rpc;
@@ -21,58 +21,58 @@ fn model(name: &str) -> Target<'_> {
 
 impl Gateway {
     /// The gateway is live while it runs (as its v2 health).
-    pub(super) async fn v1_server_live(&self) -> Result<bool> {
+    pub(crate) async fn v1_server_live(&self) -> Result<bool> {
         Ok(true)
     }
 
     /// Ready while at least one backend is.
-    pub(super) async fn v1_server_ready(&self) -> Result<bool> {
-        self.pool.started().await;
-        Ok(self.pool.any_usable())
+    pub(crate) async fn v1_server_ready(&self) -> Result<bool> {
+        self.pool().started().await;
+        Ok(self.pool().any_usable())
     }
 
     /// Every model and version the repository knows; `None` when the
     /// upstream has no repository API.
-    pub(super) async fn v1_repository_index(
+    pub(crate) async fn v1_repository_index(
         &self,
     ) -> Result<Option<Vec<pb::repository_index_response::ModelIndex>>> {
         let request = pb::RepositoryIndexRequest {
             repository_name: String::new(),
             ready: false,
         };
-        match rpc!(self.pool, Target::default(), repository_index, request) {
+        match rpc!(self.pool(), Target::default(), repository_index, request) {
             Ok(r) => Ok(Some(r.models)),
             Err(e) if e.kind == Kind::Unsupported => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    pub(super) async fn v1_model_config(&self, name: &str) -> Result<pb::ModelConfig> {
+    pub(crate) async fn v1_model_config(&self, name: &str) -> Result<pb::ModelConfig> {
         let request = pb::ModelConfigRequest {
             name: name.to_string(),
             version: String::new(),
         };
-        let r = rpc!(self.pool, model(name), model_config, request)?;
+        let r = rpc!(self.pool(), model(name), model_config, request)?;
         Ok(r.config.unwrap_or_default())
     }
 
-    pub(super) async fn v1_model_versions(&self, name: &str) -> Result<Vec<String>> {
+    pub(crate) async fn v1_model_versions(&self, name: &str) -> Result<Vec<String>> {
         let request = pb::ModelMetadataRequest {
             name: name.to_string(),
             version: String::new(),
         };
-        Ok(rpc!(self.pool, model(name), model_metadata, request)?.versions)
+        Ok(rpc!(self.pool(), model(name), model_metadata, request)?.versions)
     }
 
-    pub(super) async fn v1_model_ready(&self, name: &str, version: &str) -> Result<bool> {
+    pub(crate) async fn v1_model_ready(&self, name: &str, version: &str) -> Result<bool> {
         let request = pb::ModelReadyRequest {
             name: name.to_string(),
             version: version.to_string(),
         };
-        Ok(rpc!(self.pool, model(name), model_ready, request)?.ready)
+        Ok(rpc!(self.pool(), model(name), model_ready, request)?.ready)
     }
 
-    pub(super) async fn v1_model_statistics(&self, name: &str) -> Result<Vec<pb::ModelStatistics>> {
+    pub(crate) async fn v1_model_statistics(&self, name: &str) -> Result<Vec<pb::ModelStatistics>> {
         let request = pb::ModelStatisticsRequest {
             name: name.to_string(),
             version: String::new(),
@@ -82,14 +82,14 @@ impl Gateway {
         } else {
             model(name)
         };
-        Ok(rpc!(self.pool, target, model_statistics, request)?.model_stats)
+        Ok(rpc!(self.pool(), target, model_statistics, request)?.model_stats)
     }
 
-    pub(super) async fn v1_model_infer(&self, request: &InferRequest) -> Result<InferResponse> {
+    pub(crate) async fn v1_model_infer(&self, request: &InferRequest) -> Result<InferResponse> {
         self.call_infer(request).await
     }
 
-    pub(super) async fn v1_model_load(&self, name: &str) -> Result<()> {
+    pub(crate) async fn v1_model_load(&self, name: &str) -> Result<()> {
         let request = pb::RepositoryModelLoadRequest {
             repository_name: String::new(),
             model_name: name.to_string(),
@@ -98,7 +98,7 @@ impl Gateway {
         self.v1_control(name, Control::Load(request)).await
     }
 
-    pub(super) async fn v1_model_unload(&self, name: &str) -> Result<()> {
+    pub(crate) async fn v1_model_unload(&self, name: &str) -> Result<()> {
         let request = pb::RepositoryModelUnloadRequest {
             repository_name: String::new(),
             model_name: name.to_string(),

@@ -1,0 +1,167 @@
+//! The application core both fronts share (the HTTP front with its v1
+//! routes, the gRPC passthrough with the v1 gRPC service): the gateway's
+//! state ([`Gateway`]: configuration, upstream pool, model cache, access
+//! rules, metrics, in-flight count, reload), the access guard, repository
+//! fan-out, the request context, and connection accounting. It knows no
+//! HTTP or gRPC server types; the fronts translate to and from it.
+
+mod connections;
+pub(crate) mod fanout;
+pub(crate) mod guard;
+mod inflight;
+mod models;
+pub(crate) mod v1;
+
+pub(crate) use connections::{accepted_or_backoff, OpenConnections, Slot, DRAIN_IDLE, H2_PREFACE};
+pub use inflight::{Inflight, InflightGuard};
+
+use std::sync::Arc;
+
+use regex::Regex;
+
+use crate::config::Config;
+use crate::error::Result;
+use crate::metrics::Metrics;
+use crate::upstream::{ModelCache, Pool, UpstreamSettings};
+use crate::wire::v2_request::DecodeLimits;
+use guard::Guard;
+
+/// Reads the configuration again (the file, then the command line).
+pub type ReloadSource = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
+
+/// Everything a request needs, shared by all requests.
+pub struct Gateway {
+    config: Config,
+    pool: Arc<Pool>,
+    inflight: Arc<Inflight>,
+    metrics: Arc<Metrics>,
+    guard: std::sync::RwLock<Arc<Guard>>,
+    /// Where a reload (SIGHUP) reads the configuration from.
+    reload_source: std::sync::OnceLock<ReloadSource>,
+    models: ModelCache,
+    forward_pattern: Option<Regex>,
+}
+
+impl Gateway {
+    /// Builds the gateway from a validated config.
+    pub fn new(config: Config) -> Result<Gateway, String> {
+        config.validate()?;
+        let forward_pattern = match &config.http.header_forward_pattern {
+            // Triton prefixes the pattern with (?i) and matches partially.
+            Some(p) => Some(Regex::new(&format!("(?i){p}")).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        let metrics = Arc::new(Metrics::new());
+        let pool = Pool::new(
+            UpstreamSettings::from_config(&config.upstream),
+            metrics.clone(),
+        );
+        Ok(Gateway {
+            models: ModelCache::new(config.upstream.model_info_ttl()),
+            pool,
+            guard: std::sync::RwLock::new(Arc::new(Guard::new(&config.auth, &config.limits))),
+            reload_source: std::sync::OnceLock::new(),
+            metrics,
+            inflight: Arc::default(),
+            forward_pattern,
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Requests being answered (the graceful drain waits for zero).
+    pub fn inflight(&self) -> &Arc<Inflight> {
+        &self.inflight
+    }
+
+    /// The upstream pool (shared with the gRPC passthrough and tests).
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    /// Model signatures (the upstream's configs and metadata), cached.
+    pub(crate) fn models(&self) -> &ModelCache {
+        &self.models
+    }
+
+    /// `--header-forward-pattern`, compiled as Triton does.
+    pub(crate) fn forward_pattern(&self) -> Option<&Regex> {
+        self.forward_pattern.as_ref()
+    }
+
+    pub(crate) fn decode_limits(&self) -> DecodeLimits {
+        DecodeLimits {
+            max_input_size: self.config.limits.max_input_size,
+            max_json_depth: self.config.limits.max_json_depth,
+        }
+    }
+
+    /// The current access rules (replaced by a reload).
+    pub(crate) fn guard(&self) -> Arc<Guard> {
+        self.guard.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Applies a new configuration without dropping connections: the
+    /// upstream addresses, API keys and the per-client and in-flight limits.
+    /// An invalid configuration is refused and the current one kept. Other
+    /// changes (listen addresses, threads, timeouts) need a restart: they
+    /// are listed in the answer.
+    pub fn reload(&self, new: &Config) -> Result<Vec<&'static str>, String> {
+        new.validate()?;
+        let old = &self.config;
+        self.pool.set_addresses(new.upstream.addresses.clone());
+        let guard = Guard::new(&new.auth, &new.limits);
+        *self.guard.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(guard);
+        let mut ignored = Vec::new();
+        let mut upstream = new.upstream.clone();
+        upstream.addresses = old.upstream.addresses.clone();
+        let mut limits = new.limits.clone();
+        (
+            limits.rate_per_client,
+            limits.concurrency_per_client,
+            limits.max_inflight,
+        ) = (
+            old.limits.rate_per_client,
+            old.limits.concurrency_per_client,
+            old.limits.max_inflight,
+        );
+        for (name, changed) in [
+            ("server", new.server != old.server),
+            ("connections", new.connections != old.connections),
+            ("upstream (other than addresses)", upstream != old.upstream),
+            ("limits (sizes)", limits != old.limits),
+            ("http", new.http != old.http),
+            ("grpc", new.grpc != old.grpc),
+            ("admin", new.admin != old.admin),
+            ("log", new.log != old.log),
+            ("generate", new.generate != old.generate),
+            ("v1", new.v1 != old.v1),
+        ] {
+            if changed {
+                ignored.push(name);
+            }
+        }
+        Ok(ignored)
+    }
+
+    /// Where `SIGHUP` re-reads the configuration (set by the binary).
+    pub fn set_reload_source(&self, source: ReloadSource) {
+        let _ = self.reload_source.set(source);
+    }
+
+    pub(crate) fn reload_source(&self) -> Option<&ReloadSource> {
+        self.reload_source.get()
+    }
+
+    /// The Prometheus text of this gateway's metrics.
+    pub fn metrics_text(&self) -> Vec<u8> {
+        self.metrics.render(&self.pool, self.inflight.count())
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+}

@@ -1,0 +1,48 @@
+//! Model signatures (datatypes, shapes, decoupled policy) as every front
+//! needs them: from the cache, or asked of the upstream once.
+
+use std::sync::Arc;
+
+use crate::app::Gateway;
+use crate::error::{Kind, Result};
+use crate::model::{ModelInfo, ModelRef};
+use crate::translate::from_grpc;
+use crate::upstream::call::rpc;
+use crate::upstream::Target;
+
+impl Gateway {
+    /// Model signature from the cache, or `ModelConfig` upstream (falling
+    /// back to `ModelMetadata` for servers without it). `Ok(None)` when the
+    /// upstream offers neither; unknown models are the upstream's 404.
+    pub(crate) async fn model_info(&self, model: &ModelRef) -> Result<Option<Arc<ModelInfo>>> {
+        if let Some(info) = self.models().get(&model.name, &model.version) {
+            return Ok(Some(info));
+        }
+        let target = Target {
+            model: Some(&model.name),
+            sequence: None,
+        };
+        let request = crate::proto::inference::ModelConfigRequest {
+            name: model.name.clone(),
+            version: model.version.clone(),
+        };
+        let info = match rpc!(self.pool(), target, model_config, request) {
+            Ok(r) => from_grpc::model_info_from_config(r.config.unwrap_or_default()),
+            Err(e) if e.kind == Kind::Unsupported => {
+                let request = crate::proto::inference::ModelMetadataRequest {
+                    name: model.name.clone(),
+                    version: model.version.clone(),
+                };
+                match rpc!(self.pool(), target, model_metadata, request) {
+                    Ok(r) => from_grpc::model_info_from_metadata(r),
+                    Err(e) if e.kind == Kind::Unsupported => return Ok(None),
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        let info = Arc::new(info);
+        self.models().put(&model.name, &model.version, info.clone());
+        Ok(Some(info))
+    }
+}

@@ -1,0 +1,28 @@
+//! The gateway's access rules (API keys per endpoint group, per-client and
+//! global limits: `app::guard`) applied to a gRPC call.
+
+use crate::app::guard::{bearer, Permit};
+
+/// The same rules for a gRPC call: the key from its `authorization`
+/// metadata, the client from its peer address; refusals as statuses
+/// (`UNAUTHENTICATED`, `PERMISSION_DENIED`, `RESOURCE_EXHAUSTED`,
+/// `UNAVAILABLE`). The permit lasts as long as the caller keeps it.
+pub fn admit_grpc<T>(
+    gateway: &crate::Gateway,
+    request: &tonic::Request<T>,
+    group: &str,
+) -> std::result::Result<Permit, tonic::Status> {
+    let credential = request
+        .metadata()
+        .get("authorization")
+        .map(|v| v.as_bytes());
+    gateway
+        .guard()
+        .admit(
+            group,
+            bearer(credential),
+            request.remote_addr().map(|a| a.ip()),
+            gateway.metrics(),
+        )
+        .map_err(|e| e.to_status())
+}
