@@ -15,6 +15,7 @@ use crate::trace::TraceContext;
 use std::sync::Arc;
 use tracing::Instrument;
 
+use crate::upstream::call;
 use crate::upstream::{ModelCache, Pool, UpstreamSettings};
 use crate::wire::v2_request::DecodeLimits;
 
@@ -182,8 +183,8 @@ impl Gateway {
         );
         let trace = TraceContext::from_headers(req.header("traceparent"), req.header("tracestate"))
             .joined(&span);
-        let trace_id = trace.trace_id.clone();
-        let answer = Metrics::timed(trace.scope(self.answer_route(route, req)));
+        let trace_id = trace.trace_id();
+        let answer = Metrics::timed(call::traced(trace, self.answer_route(route, req)));
         let (answer, upstream) = answer.instrument(span.clone()).await;
         let (status, bytes_out) = match &answer {
             Answer::Full(response) => (response.status, response.body_len()),
