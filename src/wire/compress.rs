@@ -16,13 +16,14 @@
 //! values cannot contain NUL).
 //!
 //! Byte-level notes:
-//! * Compressed bytes come from the flate2 backend (zlib-ng in the gateway,
-//!   enabled by pingora; miniz_oxide when flate2 is built alone), so the
-//!   deflate payload can differ from Triton's system zlib at level 6. The
-//!   wrappers are written here and equal zlib's: gzip header
-//!   `1f 8b 08 00 00000000 00 03` (no name, mtime 0, OS unix), zlib header
-//!   `78 9c`; the trailers are CRC-32 + ISIZE (gzip) and Adler-32 (zlib).
-//!   Any conforming decoder gets the same data back.
+//! * Compressed bytes come from flate2's encoders over its backend (zlib-ng
+//!   in the gateway, enabled by pingora; miniz_oxide when flate2 is built
+//!   alone), so the deflate payload can differ from Triton's system zlib at
+//!   level 6. The wrappers equal zlib's: gzip header
+//!   `1f 8b 08 00 00000000 00 03` (no name, mtime 0, XFL 0, OS unix: flate2
+//!   writes XFL 0 at the default level as zlib does, and is told the OS),
+//!   zlib header `78 9c`; the trailers are CRC-32 + ISIZE (gzip) and
+//!   Adler-32 (zlib). Any conforming decoder gets the same data back.
 //! * Inflate parses the gzip/zlib header itself, exactly like zlib's
 //!   `inflate()` with `windowBits 15|32`, then decodes the raw deflate data
 //!   with flate2 in bounded steps. The trailer is never looked at: zlib
@@ -40,11 +41,16 @@
 //!   its header).
 
 use std::fmt;
-use std::io;
+use std::io::{self, Write};
 use std::sync::LazyLock;
 
-use flate2::{Compress, Compression, Crc, Decompress, FlushCompress, FlushDecompress, Status};
+use flate2::write::ZlibEncoder;
+use flate2::{Compression, Crc, Decompress, FlushDecompress, GzBuilder, Status};
 use regex::bytes::Regex;
+
+/// The gzip header's OS byte zlib writes on Unix (flate2's default is 255,
+/// "unknown"), so the header equals Triton's.
+const OS_UNIX: u8 = 3;
 
 /// A body encoding Triton knows about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -321,14 +327,20 @@ fn parse_weight(text: &[u8]) -> Option<f64> {
 }
 
 /// Compress the given chunks (the JSON header then binary tails, in order)
-/// as one stream at the default level: `Gzip` = gzip wrapper, `Deflate` =
-/// zlib wrapper (starts `78 9c`).
+/// as one stream at the default level with flate2's encoders: `Gzip` = gzip
+/// wrapper (header `1f 8b 08 00 00000000 00 03` as zlib's `deflateInit2`
+/// writes it on Unix: no name, mtime 0, XFL 0 at the default level, OS 3),
+/// `Deflate` = zlib wrapper (starts `78 9c`).
 ///
 /// `Identity` returns the chunks concatenated. As in Triton's
 /// `CompressData`, an empty body cannot be compressed: `Gzip`/`Deflate` of
 /// no bytes is an error ("nothing to be compressed"); on any error the
 /// caller sends the body uncompressed, without `Content-Encoding`.
 pub fn compress(encoding: Encoding, chunks: &[&[u8]]) -> io::Result<Vec<u8>> {
+    fn feed<W: Write>(mut encoder: W, chunks: &[&[u8]]) -> io::Result<W> {
+        chunks.iter().try_for_each(|c| encoder.write_all(c))?;
+        Ok(encoder)
+    }
     if encoding == Encoding::Identity {
         return Ok(chunks.concat());
     }
@@ -339,92 +351,22 @@ pub fn compress(encoding: Encoding, chunks: &[&[u8]]) -> io::Result<Vec<u8>> {
             "nothing to be compressed",
         ));
     }
-    let mut out = Vec::with_capacity(total / 2 + 64);
-    match encoding {
-        Encoding::Gzip => out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]),
-        _ => out.extend_from_slice(&[0x78, 0x9c]),
-    }
-    let mut encoder = Compress::new(Compression::default(), false);
-    let mut crc = Crc::new();
-    let mut adler = Adler32::new();
-    for chunk in chunks {
-        crc.update(chunk);
-        adler.update(chunk);
-        deflate_all(&mut encoder, chunk, &mut out, FlushCompress::None)?;
-    }
-    deflate_all(&mut encoder, &[], &mut out, FlushCompress::Finish)?;
+    let out = Vec::with_capacity(total / 2 + 64);
+    let level = Compression::default();
     match encoding {
         Encoding::Gzip => {
-            out.extend_from_slice(&crc.sum().to_le_bytes());
-            out.extend_from_slice(&crc.amount().to_le_bytes());
+            let gzip = GzBuilder::new().operating_system(OS_UNIX).write(out, level);
+            feed(gzip, chunks)?.finish()
         }
-        _ => out.extend_from_slice(&adler.sum().to_be_bytes()),
-    }
-    Ok(out)
-}
-
-/// Feeds `input` to the encoder until it is consumed (and, for `Finish`,
-/// until the stream is complete), appending the output to `out`.
-fn deflate_all(
-    encoder: &mut Compress,
-    input: &[u8],
-    out: &mut Vec<u8>,
-    flush: FlushCompress,
-) -> io::Result<()> {
-    let start = encoder.total_in();
-    loop {
-        let offset = usize::try_from(encoder.total_in() - start).map_err(io::Error::other)?;
-        let rest = input.get(offset..).unwrap_or_default();
-        if rest.is_empty() && flush == FlushCompress::None {
-            return Ok(());
-        }
-        if out.capacity() - out.len() < 1024 {
-            out.reserve(out.capacity().max(4096));
-        }
-        let status = encoder
-            .compress_vec(rest, out, flush)
-            .map_err(io::Error::other)?;
-        if flush == FlushCompress::Finish && status == Status::StreamEnd {
-            return Ok(());
-        }
-    }
-}
-
-/// Adler-32 (RFC 1950), for the zlib trailer.
-struct Adler32 {
-    a: u32,
-    b: u32,
-}
-
-impl Adler32 {
-    const MOD: u32 = 65521;
-    /// Largest n with 255n(n+1)/2 + (n+1)(MOD-1) < 2^32 (zlib's NMAX).
-    const NMAX: usize = 5552;
-
-    fn new() -> Self {
-        Adler32 { a: 1, b: 0 }
-    }
-
-    fn update(&mut self, data: &[u8]) {
-        for block in data.chunks(Self::NMAX) {
-            for &byte in block {
-                self.a += u32::from(byte);
-                self.b += self.a;
-            }
-            self.a %= Self::MOD;
-            self.b %= Self::MOD;
-        }
-    }
-
-    fn sum(&self) -> u32 {
-        self.b << 16 | self.a
+        _ => feed(ZlibEncoder::new(out, level), chunks)?.finish(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::{Read, Write};
+    use flate2::{Compress, FlushCompress};
+    use std::io::Read;
 
     use crate::wire::fixtures::{records, unescape, Escapes, Split};
 
@@ -887,27 +829,6 @@ mod tests {
         }
         assert!(compress(Encoding::Identity, &chunks).unwrap() == whole);
         assert_eq!(compress(Encoding::Identity, &[]).unwrap(), b"");
-    }
-
-    #[test]
-    fn adler32_matches_reference_values() {
-        let mut a = Adler32::new();
-        a.update(b"Wikipedia");
-        assert_eq!(a.sum(), 0x11e6_0398);
-        let mut a = Adler32::new();
-        a.update(&vec![0xff; 100_000]);
-        let mut b = Adler32::new();
-        for chunk in vec![0xffu8; 100_000].chunks(777) {
-            b.update(chunk);
-        }
-        assert_eq!(a.sum(), b.sum());
-        // zlib.adler32(b"\xff" * 100000) == 0xf8a0_4d0b... computed below.
-        let (mut s1, mut s2) = (1u64, 0u64);
-        for _ in 0..100_000 {
-            s1 = (s1 + 0xff) % 65521;
-            s2 = (s2 + s1) % 65521;
-        }
-        assert_eq!(u64::from(a.sum()), s2 << 16 | s1);
     }
 
     #[test]
