@@ -1,52 +1,80 @@
-//! W3C trace context (`traceparent`, `tracestate`). A request's context is
-//! taken from the client's headers (a new trace id when absent or
-//! malformed), carried in a task-local while the request is answered, and
-//! sent to the upstream as gRPC metadata on every call it makes: the
-//! gateway's own span id, the client's trace id, the client's `tracestate`.
+//! W3C trace context (`traceparent`, `tracestate`) of one request, a plain
+//! value: parsed once from the client's headers by opentelemetry's
+//! [`TraceContextPropagator`] (a new trace when absent or malformed), passed
+//! by the caller to whatever calls the upstream, and injected into each
+//! upstream call's gRPC metadata: the client's trace id, the gateway's own
+//! span id as parent, the client's `tracestate`.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::collections::HashMap;
+
+use opentelemetry::propagation::{Injector, TextMapPropagator};
+use opentelemetry::trace::{SpanContext, TraceContextExt, TraceFlags, TraceId, TraceState};
+use opentelemetry::Context;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
+use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
+
+/// Only the exact version-00 form (the one sent upstream) is passed to the
+/// propagator, which also takes later versions, short ids and a `+` sign.
+fn version_00(value: &str) -> bool {
+    value.len() == 55
+        && value.bytes().enumerate().all(|(i, b)| match i {
+            0 | 1 => b == b'0',
+            2 | 35 | 52 => b == b'-',
+            _ => b.is_ascii_digit() || (b'a'..=b'f').contains(&b),
+        })
+}
 
 /// One request's trace context.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceContext {
-    /// 32 lowercase hex digits.
-    pub trace_id: String,
-    /// The gateway's span: 16 lowercase hex digits.
-    pub span_id: String,
-    /// The client's span, when it sent one.
-    pub parent_id: Option<String>,
-    pub sampled: bool,
-    pub tracestate: Option<String>,
+    /// What the upstream receives: the trace id, the gateway's span id,
+    /// the sampled flag, the client's `tracestate`.
+    ours: SpanContext,
+    /// The client's span, when it sent a valid `traceparent`.
+    client: Option<SpanContext>,
 }
 
-tokio::task_local! {
-    static CURRENT: TraceContext;
+/// Writes the propagator's headers into gRPC metadata (empty values, such
+/// as an empty `tracestate`, are not sent).
+struct Metadata<'a>(&'a mut MetadataMap);
+
+impl Injector for Metadata<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        let key = MetadataKey::from_bytes(key.as_bytes());
+        if let (Ok(key), Ok(value)) = (key, MetadataValue::try_from(value)) {
+            if !value.is_empty() {
+                self.0.insert(key, value);
+            }
+        }
+    }
 }
 
 impl TraceContext {
-    /// From the client's `traceparent` / `tracestate` (version 00 form;
-    /// anything malformed starts a new trace, as the spec says).
+    /// From the client's `traceparent` / `tracestate`: a valid version-00
+    /// `traceparent` continues the client's trace (with its `tracestate`,
+    /// as far as it is valid); anything else starts a new, sampled trace.
+    /// The gateway's span id is new either way.
     pub fn from_headers(traceparent: Option<&[u8]>, tracestate: Option<&[u8]>) -> TraceContext {
-        let parsed = traceparent.and_then(parse_traceparent);
-        let span_id = hex(random_u64(), 16);
-        match parsed {
-            Some((trace_id, parent, flags)) => TraceContext {
-                trace_id,
-                span_id,
-                parent_id: Some(parent),
-                sampled: flags & 1 == 1,
-                tracestate: tracestate
-                    .and_then(|v| std::str::from_utf8(v).ok())
-                    .map(str::to_string),
-            },
-            None => TraceContext {
-                trace_id: format!("{}{}", hex(random_u64(), 16), hex(random_u64(), 16)),
-                span_id,
-                parent_id: None,
-                sampled: true,
-                tracestate: None,
-            },
+        let text = |v: Option<&[u8]>| Some(std::str::from_utf8(v?).ok()?.trim().to_string());
+        let headers: HashMap<String, String> = [
+            ("traceparent", text(traceparent).filter(|v| version_00(v))),
+            ("tracestate", text(tracestate)),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name.to_string(), value?)))
+        .collect();
+        let extracted =
+            TraceContextPropagator::new().extract_with_context(&Context::new(), &headers);
+        let client = Some(extracted.span().span_context().clone()).filter(SpanContext::is_valid);
+        let ids = RandomIdGenerator::default();
+        let ours = match &client {
+            Some(c) => (c.trace_id(), c.trace_flags(), c.trace_state().clone()),
+            None => (ids.new_trace_id(), TraceFlags::SAMPLED, TraceState::NONE),
+        };
+        TraceContext {
+            ours: SpanContext::new(ours.0, ids.new_span_id(), ours.1, false, ours.2),
+            client,
         }
     }
 
@@ -55,100 +83,46 @@ impl TraceContext {
     /// its own (exported) ids become the ones sent upstream, so the trace
     /// reads client → tensorgate → server. Without it, nothing changes.
     pub fn joined(mut self, span: &tracing::Span) -> TraceContext {
-        use opentelemetry::trace::{
-            SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
-        };
         use tracing_opentelemetry::OpenTelemetrySpanExt;
-        let parent = self
-            .parent_id
-            .as_deref()
-            .and_then(|p| SpanId::from_hex(p).ok());
-        if let (Ok(trace_id), Some(parent)) = (TraceId::from_hex(&self.trace_id), parent) {
-            let flags = if self.sampled {
-                TraceFlags::SAMPLED
-            } else {
-                TraceFlags::default()
-            };
-            let remote = SpanContext::new(trace_id, parent, flags, true, TraceState::default());
-            let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(remote));
+        if let Some(client) = &self.client {
+            let _ = span.set_parent(Context::new().with_remote_span_context(client.clone()));
         }
-        let context = span.context();
-        let ours = context.span().span_context().clone();
-        if ours.is_valid() {
-            self.trace_id = ours.trace_id().to_string();
-            self.span_id = ours.span_id().to_string();
+        let exported = span.context().span().span_context().clone();
+        if exported.is_valid() {
+            let (flags, state) = (self.ours.trace_flags(), self.ours.trace_state().clone());
+            self.ours =
+                SpanContext::new(exported.trace_id(), exported.span_id(), flags, false, state);
         }
         self
     }
 
-    /// The `traceparent` the upstream receives (our span as its parent).
-    pub fn traceparent(&self) -> String {
-        let flags = if self.sampled { "01" } else { "00" };
-        format!("00-{}-{}-{flags}", self.trace_id, self.span_id)
+    /// The trace id (shown as 32 lowercase hex digits).
+    pub fn trace_id(&self) -> TraceId {
+        self.ours.trace_id()
     }
 
-    /// Runs `f` with this context as the current one.
-    pub async fn scope<F: std::future::Future>(self, f: F) -> F::Output {
-        CURRENT.scope(self, f).await
+    /// Adds `traceparent` (the gateway's span as parent) and a non-empty
+    /// `tracestate` to an outgoing call's metadata.
+    pub fn inject(&self, metadata: &mut MetadataMap) {
+        let context = Context::new().with_remote_span_context(self.ours.clone());
+        TraceContextPropagator::new().inject_context(&context, &mut Metadata(metadata));
     }
-
-    /// Adds the current context (if any) to an outgoing gRPC request.
-    pub fn inject<T>(request: &mut tonic::Request<T>) {
-        let _ = CURRENT.try_with(|ctx| {
-            let metadata = request.metadata_mut();
-            if let Ok(v) = ctx.traceparent().parse() {
-                metadata.insert("traceparent", v);
-            }
-            if let Some(Ok(v)) = ctx.tracestate.as_deref().map(str::parse) {
-                metadata.insert("tracestate", v);
-            }
-        });
-    }
-}
-
-/// `00-<32 hex>-<16 hex>-<2 hex>`, ids not all zero.
-fn parse_traceparent(value: &[u8]) -> Option<(String, String, u8)> {
-    let text = std::str::from_utf8(value).ok()?.trim();
-    let mut parts = text.split('-');
-    let (version, trace, parent, flags) =
-        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    let lower_hex = |s: &str, n: usize| {
-        s.len() == n
-            && s.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    };
-    let valid = version == "00"
-        && parts.next().is_none()
-        && lower_hex(trace, 32)
-        && lower_hex(parent, 16)
-        && lower_hex(flags, 2)
-        && trace.bytes().any(|b| b != b'0')
-        && parent.bytes().any(|b| b != b'0');
-    valid.then(|| {
-        let flags = u8::from_str_radix(flags, 16).unwrap_or(0);
-        (trace.to_string(), parent.to_string(), flags)
-    })
-}
-
-fn hex(v: u64, digits: usize) -> String {
-    format!("{v:0digits$x}")
-}
-
-/// Unique enough for trace ids: splitmix64 over the clock and a counter.
-fn random_u64() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let mut z = nanos ^ COUNTER.fetch_add(0x9E37_79B9_7F4A_7C15, Relaxed);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)).max(1)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the upstream receives: `traceparent` and `tracestate`.
+    fn sent(ctx: &TraceContext) -> (String, Option<String>) {
+        let mut metadata = MetadataMap::new();
+        ctx.inject(&mut metadata);
+        let text = |name| Some(metadata.get(name)?.to_str().ok()?.to_string());
+        (
+            text("traceparent").expect("always sent"),
+            text("tracestate"),
+        )
+    }
 
     #[test]
     fn a_valid_traceparent_keeps_the_trace_and_gets_our_span() {
@@ -156,14 +130,27 @@ mod tests {
             Some(b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
             Some(b"vendor=x"),
         );
-        assert_eq!(ctx.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
-        assert_eq!(ctx.parent_id.as_deref(), Some("00f067aa0ba902b7"));
-        assert_ne!(ctx.span_id, "00f067aa0ba902b7");
-        assert!(ctx
-            .traceparent()
-            .starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"));
-        assert!(ctx.traceparent().ends_with("-01"));
-        assert_eq!(ctx.tracestate.as_deref(), Some("vendor=x"));
+        assert_eq!(
+            ctx.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        let client = ctx.client.as_ref().map(|c| c.span_id().to_string());
+        assert_eq!(client.as_deref(), Some("00f067aa0ba902b7"));
+        assert_ne!(ctx.ours.span_id().to_string(), "00f067aa0ba902b7");
+        let (traceparent, tracestate) = sent(&ctx);
+        assert_eq!(
+            traceparent,
+            format!(
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-{}-01",
+                ctx.ours.span_id()
+            )
+        );
+        assert_eq!(tracestate.as_deref(), Some("vendor=x"));
+        let unsampled = TraceContext::from_headers(
+            Some(b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"),
+            None,
+        );
+        assert!(sent(&unsampled).0.ends_with("-00"));
     }
 
     #[test]
@@ -174,15 +161,32 @@ mod tests {
             Some(b"00-00000000000000000000000000000000-00f067aa0ba902b7-01"),
             Some(b"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"),
             Some(b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"),
+            Some(b"00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01x"),
+            Some(b"00-1-2-01"),
+            Some(b"00-+bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+            Some(b"00-4bf92f3577b34da6a3ce929d0e0e473-000f067aa0ba902b7-01"),
             Some(b"garbage"),
         ] {
             let ctx = TraceContext::from_headers(bad, Some(b"dropped=1"));
-            assert_eq!(ctx.trace_id.len(), 32);
-            assert!(ctx.parent_id.is_none());
-            assert!(ctx.tracestate.is_none());
+            assert!(ctx.client.is_none());
+            let (traceparent, tracestate) = sent(&ctx);
+            assert_eq!(traceparent.len(), 55);
+            assert!(traceparent.ends_with("-01"), "a new trace is sampled");
+            assert_eq!(tracestate, None);
         }
         let a = TraceContext::from_headers(None, None);
         let b = TraceContext::from_headers(None, None);
-        assert_ne!(a.trace_id, b.trace_id);
+        assert_ne!(a.trace_id(), b.trace_id());
+        assert_ne!(a.ours.span_id(), b.ours.span_id());
+    }
+
+    #[test]
+    fn an_invalid_tracestate_is_not_forwarded() {
+        let parent = Some(&b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"[..]);
+        let ctx = TraceContext::from_headers(parent, Some(b"no equals sign"));
+        assert!(ctx.client.is_some());
+        assert_eq!(sent(&ctx).1, None);
+        let ctx = TraceContext::from_headers(parent, Some(b"a=1 , b=2"));
+        assert_eq!(sent(&ctx).1.as_deref(), Some("a=1,b=2"));
     }
 }

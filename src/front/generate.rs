@@ -204,7 +204,11 @@ impl Gateway {
             let message = message.clone();
             async move {
                 client
-                    .model_stream_infer(call::request(tokio_stream::once(message), timeout))
+                    .model_stream_infer(call::request(
+                        tokio_stream::once(message),
+                        timeout,
+                        call::current_trace().as_ref(),
+                    ))
                     .await
             }
         };

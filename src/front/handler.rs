@@ -11,6 +11,7 @@ use crate::front::http::{Answer, HttpRequest, HttpResponse};
 use crate::front::route::Route;
 use crate::metrics::Metrics;
 use crate::trace::TraceContext;
+use crate::upstream::call;
 
 impl Gateway {
     /// Classifies and answers one request (method check included).
@@ -48,8 +49,8 @@ impl Gateway {
         );
         let trace = TraceContext::from_headers(req.header("traceparent"), req.header("tracestate"))
             .joined(&span);
-        let trace_id = trace.trace_id.clone();
-        let answer = Metrics::timed(trace.scope(self.answer_route(route, req)));
+        let trace_id = trace.trace_id();
+        let answer = Metrics::timed(call::traced(trace, self.answer_route(route, req)));
         let (answer, upstream) = answer.instrument(span.clone()).await;
         let (status, bytes_out) = match &answer {
             Answer::Full(response) => (response.status, response.body_len()),

@@ -12,6 +12,7 @@ use super::backend::Lease;
 use super::pool::{Pool, Target};
 use super::Client;
 use crate::error::{causes, duration_text, Error, Kind, Result};
+use crate::trace::TraceContext;
 
 /// The deadline of one call: its length, when it started, and whether
 /// the client chose it (the HTTP `timeout` parameter or `grpc-timeout`,
@@ -187,12 +188,36 @@ impl Pool {
 }
 
 /// A tonic request carrying the deadline (sent as `grpc-timeout`, so the
-/// backend can give up too).
-pub fn request<T>(message: T, timeout: Duration) -> tonic::Request<T> {
+/// backend can give up too) and the request's trace context, if any.
+pub fn request<T>(
+    message: T,
+    timeout: Duration,
+    trace: Option<&TraceContext>,
+) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
     request.set_timeout(timeout);
-    crate::trace::TraceContext::inject(&mut request);
+    if let Some(trace) = trace {
+        trace.inject(request.metadata_mut());
+    }
     request
+}
+
+tokio::task_local! {
+    /// Compatibility shim until the front passes its request context down:
+    /// the trace of the HTTP request being answered, set around the whole
+    /// answer by `front::handler` ([`traced`]), read by [`current_trace`].
+    static TRACE: TraceContext;
+}
+
+/// Runs `answer` with `trace` as the one [`current_trace`] returns (shim).
+pub async fn traced<F: Future>(trace: TraceContext, answer: F) -> F::Output {
+    TRACE.scope(trace, answer).await
+}
+
+/// The trace set by [`traced`] around the running request, if any (shim;
+/// every caller is a call site still to be given the trace explicitly).
+pub fn current_trace() -> Option<TraceContext> {
+    TRACE.try_with(TraceContext::clone).ok()
 }
 
 /// `rpc!(pool, target, method, message)`: one unary RPC through
@@ -209,7 +234,11 @@ macro_rules! rpc {
                 let message = message.clone();
                 async move {
                     client
-                        .$method($crate::upstream::call::request(message, timeout))
+                        .$method($crate::upstream::call::request(
+                            message,
+                            timeout,
+                            $crate::upstream::call::current_trace().as_ref(),
+                        ))
                         .await
                 }
             })

@@ -16,13 +16,14 @@
 //! values cannot contain NUL).
 //!
 //! Byte-level notes:
-//! * Compressed bytes come from the flate2 backend (zlib-ng in the gateway,
-//!   enabled by pingora; miniz_oxide when flate2 is built alone), so the
-//!   deflate payload can differ from Triton's system zlib at level 6. The
-//!   wrappers are written here and equal zlib's: gzip header
-//!   `1f 8b 08 00 00000000 00 03` (no name, mtime 0, OS unix), zlib header
-//!   `78 9c`; the trailers are CRC-32 + ISIZE (gzip) and Adler-32 (zlib).
-//!   Any conforming decoder gets the same data back.
+//! * Compressed bytes come from flate2's encoders over its backend (zlib-ng
+//!   in the gateway, enabled by pingora; miniz_oxide when flate2 is built
+//!   alone), so the deflate payload can differ from Triton's system zlib at
+//!   level 6. The wrappers equal zlib's: gzip header
+//!   `1f 8b 08 00 00000000 00 03` (no name, mtime 0, XFL 0, OS unix: flate2
+//!   writes XFL 0 at the default level as zlib does, and is told the OS),
+//!   zlib header `78 9c`; the trailers are CRC-32 + ISIZE (gzip) and
+//!   Adler-32 (zlib). Any conforming decoder gets the same data back.
 //! * Inflate parses the gzip/zlib header itself, exactly like zlib's
 //!   `inflate()` with `windowBits 15|32`, then decodes the raw deflate data
 //!   with flate2 in bounded steps. The trailer is never looked at: zlib
@@ -40,9 +41,16 @@
 //!   its header).
 
 use std::fmt;
-use std::io;
+use std::io::{self, Write};
+use std::sync::LazyLock;
 
-use flate2::{Compress, Compression, Crc, Decompress, FlushCompress, FlushDecompress, Status};
+use flate2::write::ZlibEncoder;
+use flate2::{Compression, Crc, Decompress, FlushDecompress, GzBuilder, Status};
+use regex::bytes::Regex;
+
+/// The gzip header's OS byte zlib writes on Unix (flate2's default is 255,
+/// "unknown"), so the header equals Triton's.
+const OS_UNIX: u8 = 3;
 
 /// A body encoding Triton knows about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -260,24 +268,14 @@ fn inflate_raw(data: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(), Infla
 ///   `gzip ` or `gzip;level=1` are unknown tokens;
 /// * tokens are compared exactly and case-sensitively with `identity`,
 ///   `deflate`, `gzip`; anything else is ignored;
-/// * the weight is the text after `;q=` read like C++ `std::stod` (glibc
-///   `strtod` in the C locale, correctly rounded): leading white space,
-///   optional sign, a decimal or `0x` hexadecimal floating number,
-///   `inf`/`infinity`/`nan` (any case); trailing text is ignored
-///   (`q=0.5abc` is 0.5, `q=1;x` is 1, `q=0x` is 0). No number at all
-///   (`q=`, `q=abc`, `q=.`, `q= `) is `std::invalid_argument`: the item is
-///   skipped;
-/// * a weight out of range throws `std::out_of_range`, which Triton 2.51
-///   does not catch: the exception escapes the request handler and the
-///   server terminates. Here an overflowing weight (`1e999`, `0x1p1024`)
-///   skips the item, and an underflowing one (`1e-400`, `1e-310`) keeps its
-///   rounded value (0, which never wins, or a subnormal). glibc's ERANGE
-///   for subnormals depends on inexactness (and, for long hexadecimal
-///   mantissas, on internal details); every value it accepts without
-///   ERANGE is accepted here with the same value;
+/// * the weight is the decimal number at the start of the text after `;q=`
+///   ([`parse_weight`]: `0`, `0.5`, `1.000`); text after the number is
+///   ignored (`q=0.5abc` is 0.5, `q=1;x` is 1). No number (`q=`, `q=abc`,
+///   `q=.`), or one too large for a double (`q=1e999`, which terminates
+///   Triton 2.51), skips the item;
 /// * a missing weight is 1; the first item with a weight strictly greater
-///   than every earlier accepted one wins (ties -> first listed); weight 0,
-///   negative weights and NaN never win; `inf` beats every finite weight;
+///   than every earlier accepted one wins (ties -> first listed); weight 0
+///   and negative weights never win;
 /// * default (absent header or no winner) identity.
 pub fn negotiate(accept_encoding: Option<&[u8]>) -> Encoding {
     let Some(value) = accept_encoding else {
@@ -312,199 +310,37 @@ pub fn negotiate(accept_encoding: Option<&[u8]>) -> Encoding {
     best
 }
 
-/// `std::stod` on the text: `None` for both of its exceptions.
+/// A weight: optional white space, then a decimal number (sign, digits,
+/// fraction, exponent all as in `0`, `0.5`, `.5`, `+1.0e0`); what follows
+/// it is ignored. `None` without a number or beyond the range of a double
+/// (a value too small rounds, to 0 at worst).
 fn parse_weight(text: &[u8]) -> Option<f64> {
-    let mut s = text;
-    while let [b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r', rest @ ..] = s {
-        s = rest;
-    }
-    let negative = matches!(s.first(), Some(b'-'));
-    if let [b'+' | b'-', rest @ ..] = s {
-        s = rest;
-    }
-    let magnitude = if starts_with_ignore_case(s, b"inf") {
-        f64::INFINITY
-    } else if starts_with_ignore_case(s, b"nan") {
-        f64::NAN
-    } else if let Some(hex) = hex_digits_after_prefix(s) {
-        parse_hex(hex)?
-    } else {
-        parse_decimal(s)?
-    };
-    Some(if negative { -magnitude } else { magnitude })
-}
-
-fn starts_with_ignore_case(s: &[u8], prefix: &[u8]) -> bool {
-    s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix)
-}
-
-/// The text after `0x`/`0X` when a hexadecimal number follows (at least one
-/// hex digit, possibly after the point); otherwise strtod reads just `0`.
-fn hex_digits_after_prefix(s: &[u8]) -> Option<&[u8]> {
-    let [b'0', b'x' | b'X', rest @ ..] = s else {
-        return None;
-    };
-    let first_digit = match rest {
-        [b'.', d, ..] => d,
-        [d, ..] => d,
-        [] => return None,
-    };
-    first_digit.is_ascii_hexdigit().then_some(rest)
-}
-
-/// Leading decimal floating number, correctly rounded (as glibc does);
-/// `None` if there is none or it overflows.
-fn parse_decimal(s: &[u8]) -> Option<f64> {
-    let int_digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
-    let mut end = int_digits;
-    let mut frac_digits = 0;
-    if s.get(end) == Some(&b'.') {
-        frac_digits = s[end + 1..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit())
-            .count();
-        end += 1 + frac_digits;
-    }
-    if int_digits + frac_digits == 0 {
-        return None; // no conversion
-    }
-    if let Some(b'e' | b'E') = s.get(end) {
-        let mut exp_end = end + 1;
-        if let Some(b'+' | b'-') = s.get(exp_end) {
-            exp_end += 1;
-        }
-        let exp_digits = s[exp_end.min(s.len())..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit())
-            .count();
-        if exp_digits > 0 {
-            end = exp_end + exp_digits;
-        }
-    }
-    let value: f64 = std::str::from_utf8(&s[..end]).ok()?.parse().ok()?;
-    // Overflow is out of range; underflow is kept (see `negotiate`).
-    (!value.is_infinite()).then_some(value)
-}
-
-/// Hexadecimal floating number (digits after `0x`, at least one present),
-/// correctly rounded to nearest-even like glibc; `None` if it overflows.
-fn parse_hex(s: &[u8]) -> Option<f64> {
-    let mut mantissa: u64 = 0;
-    let mut sticky = false; // a nonzero digit did not fit in `mantissa`
-    let mut exp: i64 = 0; // value = mantissa * 2^exp
-    let mut seen_point = false;
-    let mut i = 0;
-    while let Some(&b) = s.get(i) {
-        let digit = match b {
-            b'.' if !seen_point => {
-                seen_point = true;
-                i += 1;
-                continue;
-            }
-            _ => match char::from(b).to_digit(16) {
-                Some(d) => u64::from(d),
-                None => break,
-            },
-        };
-        if mantissa >> 60 == 0 {
-            mantissa = mantissa << 4 | digit;
-            if seen_point {
-                exp -= 4;
-            }
-        } else {
-            sticky |= digit != 0;
-            if !seen_point {
-                exp += 4;
-            }
-        }
-        i += 1;
-    }
-    if let Some(b'p' | b'P') = s.get(i) {
-        let mut j = i + 1;
-        let negative = s.get(j) == Some(&b'-');
-        if let Some(b'+' | b'-') = s.get(j) {
-            j += 1;
-        }
-        let digits = s[j.min(s.len())..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit());
-        let mut binary_exp: i64 = 0;
-        let mut any = false;
-        for &d in digits {
-            any = true;
-            binary_exp = (binary_exp * 10 + i64::from(d - b'0')).min(1 << 40);
-        }
-        if any {
-            exp += if negative { -binary_exp } else { binary_exp };
-        }
-    }
-    if mantissa == 0 {
-        return Some(0.0);
-    }
-    let bits = i64::from(64 - mantissa.leading_zeros());
-    if exp + bits - 1 > 1023 {
-        return None; // overflow: the leading 1 is above 2^1023
-    }
-    // Drop the bits below the result's last place: 53 significant bits, or
-    // fewer in the subnormal range whose last place is 2^-1074.
-    let shift = (bits - 53).max(-1074 - exp);
-    let mut kept = mantissa;
-    if shift > 0 {
-        let (rest, half) = if shift >= 64 {
-            // Everything is dropped; the value is below half the last place
-            // unless exactly 64 bits are dropped.
-            (mantissa, if shift == 64 { 1 << 63 } else { u64::MAX })
-        } else {
-            (mantissa & ((1 << shift) - 1), 1 << (shift - 1))
-        };
-        kept = if shift >= 64 { 0 } else { mantissa >> shift };
-        exp = exp.saturating_add(shift);
-        let round_up = if shift > 64 {
-            false
-        } else {
-            rest > half || (rest == half && (sticky || kept & 1 == 1))
-        };
-        if round_up {
-            kept += 1;
-            if kept == 1 << 53 {
-                kept >>= 1;
-                exp += 1;
-            }
-        }
-    }
-    if exp + i64::from(64 - kept.leading_zeros()) - 1 > 1023 {
-        return None; // rounded up into overflow
-    }
-    if kept == 0 {
-        return Some(0.0); // underflow to zero (kept: see `negotiate`)
-    }
-    Some(scale(kept as f64, exp))
-}
-
-/// `x * 2^exp` in exact power-of-two steps (no intermediate overflow or
-/// underflow as long as the result is representable).
-fn scale(mut x: f64, mut exp: i64) -> f64 {
-    let pow2 = |e: i64| f64::from_bits(((e + 1023) as u64) << 52);
-    while exp > 1000 {
-        x *= pow2(1000);
-        exp -= 1000;
-    }
-    while exp < -1000 {
-        x *= pow2(-1000);
-        exp += 1000;
-    }
-    x * pow2(exp)
+    static NUMBER: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r"^[ \t\n\x0B\x0C\r]*([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)",
+        )
+        .expect("a valid pattern")
+    });
+    let number = NUMBER.captures(text)?.get(1)?.as_bytes();
+    let weight: f64 = std::str::from_utf8(number).ok()?.parse().ok()?;
+    weight.is_finite().then_some(weight)
 }
 
 /// Compress the given chunks (the JSON header then binary tails, in order)
-/// as one stream at the default level: `Gzip` = gzip wrapper, `Deflate` =
-/// zlib wrapper (starts `78 9c`).
+/// as one stream at the default level with flate2's encoders: `Gzip` = gzip
+/// wrapper (header `1f 8b 08 00 00000000 00 03` as zlib's `deflateInit2`
+/// writes it on Unix: no name, mtime 0, XFL 0 at the default level, OS 3),
+/// `Deflate` = zlib wrapper (starts `78 9c`).
 ///
 /// `Identity` returns the chunks concatenated. As in Triton's
 /// `CompressData`, an empty body cannot be compressed: `Gzip`/`Deflate` of
 /// no bytes is an error ("nothing to be compressed"); on any error the
 /// caller sends the body uncompressed, without `Content-Encoding`.
 pub fn compress(encoding: Encoding, chunks: &[&[u8]]) -> io::Result<Vec<u8>> {
+    fn feed<W: Write>(mut encoder: W, chunks: &[&[u8]]) -> io::Result<W> {
+        chunks.iter().try_for_each(|c| encoder.write_all(c))?;
+        Ok(encoder)
+    }
     if encoding == Encoding::Identity {
         return Ok(chunks.concat());
     }
@@ -515,92 +351,22 @@ pub fn compress(encoding: Encoding, chunks: &[&[u8]]) -> io::Result<Vec<u8>> {
             "nothing to be compressed",
         ));
     }
-    let mut out = Vec::with_capacity(total / 2 + 64);
-    match encoding {
-        Encoding::Gzip => out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]),
-        _ => out.extend_from_slice(&[0x78, 0x9c]),
-    }
-    let mut encoder = Compress::new(Compression::default(), false);
-    let mut crc = Crc::new();
-    let mut adler = Adler32::new();
-    for chunk in chunks {
-        crc.update(chunk);
-        adler.update(chunk);
-        deflate_all(&mut encoder, chunk, &mut out, FlushCompress::None)?;
-    }
-    deflate_all(&mut encoder, &[], &mut out, FlushCompress::Finish)?;
+    let out = Vec::with_capacity(total / 2 + 64);
+    let level = Compression::default();
     match encoding {
         Encoding::Gzip => {
-            out.extend_from_slice(&crc.sum().to_le_bytes());
-            out.extend_from_slice(&crc.amount().to_le_bytes());
+            let gzip = GzBuilder::new().operating_system(OS_UNIX).write(out, level);
+            feed(gzip, chunks)?.finish()
         }
-        _ => out.extend_from_slice(&adler.sum().to_be_bytes()),
-    }
-    Ok(out)
-}
-
-/// Feeds `input` to the encoder until it is consumed (and, for `Finish`,
-/// until the stream is complete), appending the output to `out`.
-fn deflate_all(
-    encoder: &mut Compress,
-    input: &[u8],
-    out: &mut Vec<u8>,
-    flush: FlushCompress,
-) -> io::Result<()> {
-    let start = encoder.total_in();
-    loop {
-        let offset = usize::try_from(encoder.total_in() - start).map_err(io::Error::other)?;
-        let rest = input.get(offset..).unwrap_or_default();
-        if rest.is_empty() && flush == FlushCompress::None {
-            return Ok(());
-        }
-        if out.capacity() - out.len() < 1024 {
-            out.reserve(out.capacity().max(4096));
-        }
-        let status = encoder
-            .compress_vec(rest, out, flush)
-            .map_err(io::Error::other)?;
-        if flush == FlushCompress::Finish && status == Status::StreamEnd {
-            return Ok(());
-        }
-    }
-}
-
-/// Adler-32 (RFC 1950), for the zlib trailer.
-struct Adler32 {
-    a: u32,
-    b: u32,
-}
-
-impl Adler32 {
-    const MOD: u32 = 65521;
-    /// Largest n with 255n(n+1)/2 + (n+1)(MOD-1) < 2^32 (zlib's NMAX).
-    const NMAX: usize = 5552;
-
-    fn new() -> Self {
-        Adler32 { a: 1, b: 0 }
-    }
-
-    fn update(&mut self, data: &[u8]) {
-        for block in data.chunks(Self::NMAX) {
-            for &byte in block {
-                self.a += u32::from(byte);
-                self.b += self.a;
-            }
-            self.a %= Self::MOD;
-            self.b %= Self::MOD;
-        }
-    }
-
-    fn sum(&self) -> u32 {
-        self.b << 16 | self.a
+        _ => feed(ZlibEncoder::new(out, level), chunks)?.finish(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::{Read, Write};
+    use flate2::{Compress, FlushCompress};
+    use std::io::Read;
 
     use crate::wire::fixtures::{records, unescape, Escapes, Split};
 
@@ -659,9 +425,11 @@ mod tests {
     }
 
     #[test]
-    fn weights_parse_like_glibc_strtod() {
-        // Values checked against glibc strtod (errno 0 unless noted).
+    fn weights_are_leading_decimal_numbers() {
         let cases: &[(&str, Option<f64>)] = &[
+            ("0", Some(0.0)),
+            ("0.5", Some(0.5)),
+            ("1.000", Some(1.0)),
             ("0.5abc", Some(0.5)),
             ("", None),
             ("abc", None),
@@ -676,30 +444,14 @@ mod tests {
             ("0x", Some(0.0)),
             ("0x.", Some(0.0)),
             ("0xg", Some(0.0)),
-            ("0x.8", Some(0.5)),
-            ("0X1P3", Some(8.0)),
-            ("0x1p", Some(1.0)),
-            ("0x1.8p-1", Some(0.75)),
-            ("0x1.fffffffffffff7ffffffp1023", Some(f64::MAX)),
-            ("0x1.fffffffffffff8p1023", None), // rounds up past f64::MAX: ERANGE
-            ("0x1p1024", None),
+            ("0x1p3", Some(0.0)),
             ("1e309", None),
             ("-1e309", None),
             ("1.7976931348623157e308", Some(f64::MAX)),
-            ("0x1.00000000000008p0", Some(1.0)), // tie to even
-            ("0x1.00000000000018p0", Some(1.0 + 2.0 * f64::EPSILON)),
-            ("0x1.000000000000080000001p0", Some(1.0 + f64::EPSILON)),
-            ("0x1p-1074", Some(f64::from_bits(1))),
-            ("0x1p-1075", Some(0.0)),               // ERANGE in glibc
-            ("0x3p-1075", Some(f64::from_bits(2))), // ERANGE in glibc
-            (
-                "0x21d155d.b81f8710p-1049",
-                Some(f64::from_bits(0x0004_3a2a_bb70_3f0e)),
-            ),
-            ("0x1.fffffffffffff8p-1023", Some(f64::MIN_POSITIVE)),
-            ("1e-400", Some(0.0)), // ERANGE in glibc
-            ("inf", Some(f64::INFINITY)),
-            ("-Infinity", Some(f64::NEG_INFINITY)),
+            ("1e-400", Some(0.0)),
+            ("inf", None),
+            ("-Infinity", None),
+            ("nan", None),
             ("in", None),
             ("0.1000000000000000055511151231257827", Some(0.1)),
         ];
@@ -711,8 +463,6 @@ mod tests {
                 "{text:?}: {got:?}"
             );
         }
-        assert!(parse_weight(b"nan(xyz)").is_some_and(f64::is_nan));
-        assert!(parse_weight(b"-NAN").is_some_and(f64::is_nan));
     }
 
     const JSON: &[u8] = br#"{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,16],"data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}]}"#;
@@ -1079,27 +829,6 @@ mod tests {
         }
         assert!(compress(Encoding::Identity, &chunks).unwrap() == whole);
         assert_eq!(compress(Encoding::Identity, &[]).unwrap(), b"");
-    }
-
-    #[test]
-    fn adler32_matches_reference_values() {
-        let mut a = Adler32::new();
-        a.update(b"Wikipedia");
-        assert_eq!(a.sum(), 0x11e6_0398);
-        let mut a = Adler32::new();
-        a.update(&vec![0xff; 100_000]);
-        let mut b = Adler32::new();
-        for chunk in vec![0xffu8; 100_000].chunks(777) {
-            b.update(chunk);
-        }
-        assert_eq!(a.sum(), b.sum());
-        // zlib.adler32(b"\xff" * 100000) == 0xf8a0_4d0b... computed below.
-        let (mut s1, mut s2) = (1u64, 0u64);
-        for _ in 0..100_000 {
-            s1 = (s1 + 0xff) % 65521;
-            s2 = (s2 + s1) % 65521;
-        }
-        assert_eq!(u64::from(a.sum()), s2 << 16 | s1);
     }
 
     #[test]

@@ -9,7 +9,8 @@ use bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::model::{DataType, InferRequest, InferResponse, InputData, InputTensor, ModelInfo};
 use crate::model::{OutputTensor, TensorInfo};
-use crate::wire::json::{self, Value};
+use crate::wire::json::Value;
+use crate::wire::json_access::{self as access, as_str, members, Field, NOT_OBJECT};
 use crate::wire::json_write::write_str;
 use crate::wire::tensor;
 use crate::wire::v2_request::{custom_param, DecodeLimits};
@@ -34,30 +35,21 @@ pub fn decode(
             limits.max_input_size
         )));
     }
-    let root = json::parse(body, limits.max_json_depth).map_err(|e| match e {
-        json::ParseError::TooDeep { .. } => Error::invalid(e.to_string()),
-        json::ParseError::Syntax { .. } => Error::json(e.to_string()),
-    })?;
+    let root = access::parse(body, limits.max_json_depth)?;
     let mut request = InferRequest {
         model_name: name.to_string(),
         model_version: version.to_string(),
         ..InferRequest::default()
     };
     if let Some(id) = root.get("id") {
-        let id = id.as_bytes().ok_or_else(|| {
-            Error::json("Unable to parse 'id': attempt to access JSON non-string as string")
-        })?;
-        request.id = id.to_vec();
+        request.id = as_str(id).field("id")?.to_vec();
     }
     let mut mapper = Mapper {
         info,
         limits,
         request,
     };
-    let members = root
-        .as_object()
-        .ok_or_else(|| Error::json("attempt to get members for non-object"))?;
-    for (key, value) in members {
+    for (key, value) in members(&root)? {
         if key.as_slice() != NESTED {
             mapper.member(key, value)?;
             continue;
@@ -68,7 +60,9 @@ pub fn decode(
             ));
         }
         let nested = value.as_object().ok_or_else(|| {
-            Error::json("Expected JSON object for keyword: 'parameters': attempt to access JSON non-object as object")
+            Error::json(format!(
+                "Expected JSON object for keyword: 'parameters': {NOT_OBJECT}"
+            ))
         })?;
         for (key, value) in nested {
             mapper.member(key, value).map_err(|mut e| {

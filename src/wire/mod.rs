@@ -1,5 +1,6 @@
 //! Wire codecs, pure and synchronous (no I/O): bytes in, model types out,
-//! and back. `json`/`json_write` reproduce rapidjson's behaviour, `tensor`
+//! and back. `json`/`json_write` reproduce rapidjson's behaviour,
+//! `json_access` Triton's accessors over it with their texts, `tensor`
 //! the element layouts, `v2_request`/`v2_response` the v2 HTTP infer body,
 //! `generate` the `/generate*` bodies, `compress` the HTTP content codings,
 //! `v1` the legacy v1 API.
@@ -9,6 +10,7 @@ pub mod compress;
 pub(crate) mod fixtures;
 pub mod generate;
 pub mod json;
+pub(crate) mod json_access;
 pub mod json_write;
 pub mod tensor;
 pub mod v1;

@@ -11,7 +11,10 @@ use crate::model::{
     element_count, DataType, InferRequest, InputData, InputTensor, OutputKind, Param,
     RequestedOutput, SharedMemory,
 };
-use crate::wire::json::{self, Value};
+use crate::wire::json::Value;
+use crate::wire::json_access::{
+    self as access, as_array, as_bool, as_str, as_uint, lossy, member, Field, NOT_MEMBERS, NOT_UINT,
+};
 use crate::wire::tensor;
 
 /// Limits applied while decoding (see `config::Limits`).
@@ -106,10 +109,7 @@ pub fn decode(
             limits.max_input_size
         )));
     }
-    let root = json::parse(&header, limits.max_json_depth).map_err(|e| match e {
-        json::ParseError::TooDeep { .. } => Error::invalid(e.to_string()),
-        json::ParseError::Syntax { .. } => Error::json(e.to_string()),
-    })?;
+    let root = access::parse(&header, limits.max_json_depth)?;
     let mut decoder = Decoder {
         model,
         tail,
@@ -133,40 +133,10 @@ struct Decoder<'a> {
     request: InferRequest,
 }
 
-/// Triton's accessor failure texts (all `JsonAccess`: Triton 500, we 400).
-fn access(field: &str, what: &str) -> Error {
-    Error::json(format!("Unable to parse '{field}': {what}"))
-}
-
-const NOT_STRING: &str = "attempt to access JSON non-string as string";
-const NOT_ARRAY: &str = "attempt to access JSON non-array as array";
-const NOT_BOOL: &str = "attempt to access JSON non-boolean as boolean";
-const NOT_UINT: &str = "attempt to access JSON non-unsigned-integer as unsigned-integer";
-
-fn missing(member: &str) -> String {
-    format!("attempt to access non-existing object member '{member}'")
-}
-
-fn get_string(obj: &Value, key: &str) -> Result<Vec<u8>> {
-    match obj.get(key) {
-        None => Err(access(key, &missing(key))),
-        Some(v) => v
-            .as_bytes()
-            .map(<[u8]>::to_vec)
-            .ok_or_else(|| access(key, NOT_STRING)),
-    }
-}
-
-fn get_u64(v: &Value, key: &str) -> Result<u64> {
-    v.as_u64().ok_or_else(|| access(key, NOT_UINT))
-}
-
-fn get_bool(v: &Value, key: &str) -> Result<bool> {
-    v.as_bool().ok_or_else(|| access(key, NOT_BOOL))
-}
-
-fn lossy(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+/// A string member as text: `Unable to parse '<key>': ...` when missing or
+/// not a string.
+fn string_member(obj: &Value, key: &str) -> Result<String> {
+    member(obj, key).and_then(as_str).map(lossy).field(key)
 }
 
 impl Decoder<'_> {
@@ -180,16 +150,12 @@ impl Decoder<'_> {
 
     fn decode_root(&mut self, root: &Value) -> Result<()> {
         if let Some(id) = root.get("id") {
-            let id = id.as_bytes().ok_or_else(|| access("id", NOT_STRING))?;
-            self.request.id = id.to_vec();
+            self.request.id = as_str(id).field("id")?.to_vec();
         }
         if let Some(params) = root.get("parameters") {
             self.decode_parameters(params)?;
         }
-        let inputs = match root.get("inputs") {
-            None => return Err(access("inputs", &missing("inputs"))),
-            Some(v) => v.as_array().ok_or_else(|| access("inputs", NOT_ARRAY))?,
-        };
+        let inputs = member(root, "inputs").and_then(as_array).field("inputs")?;
         for input in inputs {
             self.decode_input(input)?;
         }
@@ -200,10 +166,7 @@ impl Decoder<'_> {
             )));
         }
         if let Some(outputs) = root.get("outputs") {
-            let outputs = outputs
-                .as_array()
-                .ok_or_else(|| access("outputs", NOT_ARRAY))?;
-            for output in outputs {
+            for output in as_array(outputs).field("outputs")? {
                 self.decode_output(output)?;
             }
         }
@@ -212,24 +175,23 @@ impl Decoder<'_> {
 
     /// Request-level parameters, protocol §5.1, in document order.
     fn decode_parameters(&mut self, params: &Value) -> Result<()> {
-        let members = params.as_object().ok_or_else(|| {
-            Error::json("failed to get request params.: attempt to get members for non-object")
-        })?;
+        let members = params
+            .as_object()
+            .ok_or_else(|| Error::json(format!("failed to get request params.: {NOT_MEMBERS}")))?;
         for (key, value) in members {
             let key_text = lossy(key);
             let param = match key.as_slice() {
                 b"sequence_id" => match value {
                     Value::Uint(n) => Param::Int64(*n as i64),
-                    Value::String(s) => Param::String(lossy(s)),
-                    _ => return Err(access("sequence_id", NOT_STRING)),
+                    v => Param::String(lossy(as_str(v).field("sequence_id")?)),
                 },
                 b"sequence_start" | b"sequence_end" => {
-                    Param::Bool(get_bool(value, &key_text)?)
+                    Param::Bool(as_bool(value).field(&key_text)?)
                 }
-                b"priority" => Param::Uint64(get_u64(value, "priority")?),
-                b"timeout" => Param::Int64(get_u64(value, "timeout")? as i64),
+                b"priority" => Param::Uint64(as_uint(value).field("priority")?),
+                b"timeout" => Param::Int64(as_uint(value).field("timeout")? as i64),
                 b"binary_data_output" => {
-                    let binary = get_bool(value, "binary_data_output")?;
+                    let binary = as_bool(value).field("binary_data_output")?;
                     self.request.unlisted_kind = Some(if binary {
                         OutputKind::Binary
                     } else {
@@ -272,8 +234,8 @@ impl Decoder<'_> {
                 "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', 'shared_memory_region' in 'parameters'. But {listed}"
             )));
         }
-        let name = lossy(&get_string(input, "name")?);
-        let datatype = lossy(&get_string(input, "datatype")?);
+        let name = string_member(input, "name")?;
+        let datatype = string_member(input, "datatype")?;
         let shape = decode_shape(input, &name)?;
         if self.request.inputs.iter().any(|i| i.name == name) {
             return Err(Error::invalid(format!(
@@ -282,7 +244,7 @@ impl Decoder<'_> {
             )));
         }
         let data = if let Some(size) = param("binary_data_size") {
-            let size = get_u64(size, "binary_data_size")?;
+            let size = as_uint(size).field("binary_data_size")?;
             InputData::Raw(self.take_binary(&name, size)?)
         } else if let Some(region) = param("shared_memory_region") {
             InputData::SharedMemory(decode_shm(region, params)?)
@@ -320,10 +282,7 @@ impl Decoder<'_> {
         if count == 0 {
             return Ok(Bytes::new());
         }
-        let data = input
-            .get("data")
-            .and_then(Value::as_array)
-            .ok_or_else(|| access("data", NOT_ARRAY))?;
+        let data = as_array(input.get("data").unwrap_or(&Value::Null)).field("data")?;
         let dtype = DataType::parse(datatype.as_bytes())
             .ok_or_else(|| Error::invalid(format!("invalid datatype for input {name}")))?;
         if let Some(size) = dtype.element_size() {
@@ -361,7 +320,7 @@ impl Decoder<'_> {
                 "Output can't set both 'shared_memory_region' and 'binary_data'",
             ));
         }
-        let name = lossy(&get_string(output, "name")?);
+        let name = string_member(output, "name")?;
         let mut requested = RequestedOutput {
             name,
             classification: 0,
@@ -379,7 +338,7 @@ impl Decoder<'_> {
                 requested.classification = k as u32;
             }
             if let Some(binary) = param("binary_data") {
-                if get_bool(binary, "binary_data")? {
+                if as_bool(binary).field("binary_data")? {
                     requested.kind = OutputKind::Binary;
                 }
             }
@@ -417,13 +376,10 @@ pub(crate) fn custom_param(key: &str, value: &Value) -> Result<Param> {
 /// `shape`: array of unsigned integers; dims >= 2^63 and element-count
 /// overflow are refused here (they crash Triton 2.51; texts of 2.58+).
 fn decode_shape(input: &Value, name: &str) -> Result<Vec<i64>> {
-    let dims = match input.get("shape") {
-        None => return Err(access("shape", &missing("shape"))),
-        Some(v) => v.as_array().ok_or_else(|| access("shape", NOT_ARRAY))?,
-    };
+    let dims = member(input, "shape").and_then(as_array).field("shape")?;
     let dims: Vec<u64> = dims
         .iter()
-        .map(|d| d.as_u64().ok_or_else(|| access("shape", NOT_UINT)))
+        .map(|d| as_uint(d).field("shape"))
         .collect::<Result<_>>()?;
     let text = || {
         let parts: Vec<String> = dims.iter().map(u64::to_string).collect();
@@ -452,13 +408,11 @@ fn decode_shape(input: &Value, name: &str) -> Result<Vec<i64>> {
 
 /// Shared-memory parameters (protocol §2.6); offset and size default to 0.
 fn decode_shm(region: &Value, params: Option<&Value>) -> Result<SharedMemory> {
-    let region = region
-        .as_bytes()
-        .ok_or_else(|| access("shared_memory_region", NOT_STRING))?;
+    let region = as_str(region).field("shared_memory_region")?;
     let number = |key: &str| -> Result<u64> {
         match params.and_then(|p| p.get(key)) {
             None => Ok(0),
-            Some(v) => get_u64(v, key),
+            Some(v) => as_uint(v).field(key),
         }
     };
     Ok(SharedMemory {

@@ -31,49 +31,13 @@ use crate::proto::inference::{
     SystemSharedMemoryUnregisterRequest, TraceSettingRequest,
 };
 use crate::wire::json::{self, Value};
+use crate::wire::json_access::{
+    self as access, as_array, as_bool, as_str, as_uint, lossy, member, members,
+};
 
-// ---------------------------------------------------------------------------
-// TritonJson accessors (texts of triton/common/triton_json.h, r24.10)
-
-const NON_STRING: &str = "attempt to access JSON non-string as string";
-const NON_BOOL: &str = "attempt to access JSON non-boolean as boolean";
-const NON_UINT: &str = "attempt to access JSON non-unsigned-integer as unsigned-integer";
-const NON_ARRAY: &str = "attempt to access JSON non-array as array";
-const NON_OBJECT_MEMBERS: &str = "attempt to get members for non-object";
-
-/// `EVBufferToJson`: the whole body as one JSON document. An empty body is
-/// `failed to parse the request JSON buffer: The document is empty. at 0`.
+/// `EVBufferToJson`: the whole body as one JSON document.
 fn parse_body(body: &[u8]) -> Result<Value> {
-    json::parse(body, json::MAX_DEPTH).map_err(|e| match e {
-        json::ParseError::TooDeep { .. } => Error::invalid(e.to_string()),
-        json::ParseError::Syntax { .. } => Error::json(e.to_string()),
-    })
-}
-
-fn as_str(v: &Value) -> Result<&[u8]> {
-    v.as_bytes().ok_or_else(|| Error::json(NON_STRING))
-}
-
-fn as_bool(v: &Value) -> Result<bool> {
-    v.as_bool().ok_or_else(|| Error::json(NON_BOOL))
-}
-
-fn as_uint(v: &Value) -> Result<u64> {
-    v.as_u64().ok_or_else(|| Error::json(NON_UINT))
-}
-
-/// `MemberAs*`'s lookup: the first member named `name`, else
-/// `attempt to access non-existing object member '<name>'`.
-fn member<'a>(v: &'a Value, name: &[u8]) -> Result<&'a Value> {
-    v.as_object()
-        .and_then(|members| members.iter().find(|(k, _)| k.as_slice() == name))
-        .map(|(_, v)| v)
-        .ok_or_else(|| {
-            Error::json(format!(
-                "attempt to access non-existing object member '{}'",
-                String::from_utf8_lossy(name)
-            ))
-        })
+    access::parse(body, json::MAX_DEPTH)
 }
 
 /// Text up to the first NUL: what Triton keeps where it passes a JSON string
@@ -81,10 +45,6 @@ fn member<'a>(v: &'a Value, name: &[u8]) -> Result<&'a Value> {
 fn c_string(bytes: &[u8]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end]).into_owned()
-}
-
-fn lossy(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Base64 decoding exactly as libb64's `base64_decode_block` (used by Triton
@@ -200,10 +160,7 @@ pub fn repository_load(model_name: &str, body: &[u8]) -> Result<RepositoryModelL
     if !body.is_empty() {
         let doc = parse_body(body)?;
         if let Some(params) = doc.get("parameters") {
-            let members = params
-                .as_object()
-                .ok_or_else(|| Error::json(NON_OBJECT_MEMBERS))?;
-            for (raw_key, _) in members {
+            for (raw_key, _) in members(params)? {
                 // `Members()` hands out C strings, looked up again by name.
                 let key = &raw_key[..raw_key
                     .iter()
@@ -353,9 +310,9 @@ pub fn cuda_shm_register(region: &str, body: &[u8]) -> Result<CudaSharedMemoryRe
     let raw_handle = doc.get("raw_handle").ok_or_else(|| {
         Error::invalid("Shared memory register request has no 'raw_handle' field")
     })?;
-    let b64 = as_str(member(raw_handle, b"b64")?)?;
-    let byte_size = as_uint(member(&doc, b"byte_size")?)?;
-    let device_id = as_uint(member(&doc, b"device_id")?)?;
+    let b64 = as_str(member(raw_handle, "b64")?)?;
+    let byte_size = as_uint(member(&doc, "byte_size")?)?;
+    let device_id = as_uint(member(&doc, "device_id")?)?;
     let handle = base64_decode_lenient(b64);
     if handle.len() != CUDA_IPC_HANDLE_SIZE {
         return Err(Error::invalid(
@@ -487,7 +444,7 @@ pub fn trace_setting_post(model_name: &str, body: &[u8]) -> Result<TraceSettingR
         if matches!(level, Value::Null) {
             settings.insert("trace_level".to_owned(), trace_values(Vec::new()));
         } else {
-            let items = level.as_array().ok_or_else(|| Error::json(NON_ARRAY))?;
+            let items = as_array(level)?;
             let (mut off, mut timestamps, mut tensors) = (false, false, false);
             for item in items {
                 match as_str(item)? {
@@ -660,6 +617,7 @@ pub fn log_settings_post(body: &[u8]) -> LogSettingsUpdate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::json_access::{NOT_ARRAY, NOT_BOOL, NOT_MEMBERS, NOT_STRING, NOT_UINT};
 
     fn err(r: Result<impl std::fmt::Debug>) -> (u16, String) {
         let e = r.expect_err("expected an error");
@@ -758,15 +716,15 @@ mod tests {
         );
         assert_eq!(
             err(repository_load("m", br#"{"parameters":{"foo":1}}"#)),
-            (400, NON_STRING.into())
+            (400, NOT_STRING.into())
         );
         assert_eq!(
             err(repository_load("m", br#"{"parameters":{"config":null}}"#)),
-            (400, NON_STRING.into())
+            (400, NOT_STRING.into())
         );
         assert_eq!(
             err(repository_load("m", br#"{"parameters":[]}"#)),
-            (400, NON_OBJECT_MEMBERS.into())
+            (400, NOT_MEMBERS.into())
         );
         assert_eq!(err(repository_load("m", b"{")).0, 400);
         // Duplicate keys: Triton reads the first value each time.
@@ -829,18 +787,18 @@ mod tests {
                 400,
                 "Shared memory register request has no 'key' field",
             ),
-            ("r", br#"{"key":1,"byte_size":1}"#, 400, NON_STRING),
+            ("r", br#"{"key":1,"byte_size":1}"#, 400, NOT_STRING),
             (
                 "r",
                 br#"{"key":"k","offset":-1,"byte_size":1}"#,
                 400,
-                NON_UINT,
+                NOT_UINT,
             ),
             (
                 "r",
                 br#"{"key":"k","offset":1.0,"byte_size":1}"#,
                 400,
-                NON_UINT,
+                NOT_UINT,
             ),
             (
                 "r",
@@ -848,7 +806,7 @@ mod tests {
                 400,
                 "Shared memory register request has no 'byte_size' field",
             ),
-            ("r", br#"{"key":"k","byte_size":"1"}"#, 400, NON_UINT),
+            ("r", br#"{"key":"k","byte_size":"1"}"#, 400, NOT_UINT),
         ];
         for (region, body, status, text) in cases {
             assert_eq!(
@@ -886,7 +844,7 @@ mod tests {
                 br#"{"raw_handle":"x"}"#,
                 "attempt to access non-existing object member 'b64'",
             ),
-            ("g", br#"{"raw_handle":{"b64":1}}"#, NON_STRING),
+            ("g", br#"{"raw_handle":{"b64":1}}"#, NOT_STRING),
             (
                 "g",
                 br#"{"raw_handle":{"b64":""},"device_id":0}"#,
@@ -969,11 +927,11 @@ mod tests {
             (b"", 400, EMPTY_DOC),
             (br#"{"trace_file":null}"#, 501, "trace file location can not be updated through network protocol"),
             (br#"{"trace_level":["bad"],"trace_file":"x"}"#, 501, "trace file location can not be updated through network protocol"),
-            (br#"{"trace_level":"TIMESTAMPS"}"#, 400, NON_ARRAY),
-            (br#"{"trace_level":[1]}"#, 400, NON_STRING),
+            (br#"{"trace_level":"TIMESTAMPS"}"#, 400, NOT_ARRAY),
+            (br#"{"trace_level":[1]}"#, 400, NOT_STRING),
             (br#"{"trace_level":["OFF",1]}"#, 400, "Expect only one trace level 'OFF' is specified"),
             (br#"{"trace_level":["TENSORS","OFF"]}"#, 400, "Expect only one trace level 'OFF' is specified"),
-            (br#"{"trace_rate":1000}"#, 400, NON_STRING),
+            (br#"{"trace_rate":1000}"#, 400, NOT_STRING),
             (br#"{"trace_rate":"abc"}"#, 400, "Unable to parse 'trace_rate', got: abc"),
             (br#"{"trace_rate":"99999999999"}"#, 400, "Unable to parse 'trace_rate', value is out of range [ 0, 4294967295 ], got: 99999999999"),
             (br#"{"trace_count":"-5"}"#, 400, "Unable to parse 'trace_count'. Expecting value >= -1, got:-5"),
@@ -1044,7 +1002,7 @@ mod tests {
             log(br#"{"log_info":true,"log_verbose_level":-1}"#),
             (
                 vec![("log_info".into(), "BoolParam(true)".into())],
-                Some((400, NON_UINT.into()))
+                Some((400, NOT_UINT.into()))
             )
         );
         assert_eq!(
@@ -1059,11 +1017,11 @@ mod tests {
         );
         assert_eq!(
             log(br#"{"log_error":1}"#),
-            (vec![], Some((400, NON_BOOL.into())))
+            (vec![], Some((400, NOT_BOOL.into())))
         );
         assert_eq!(
             log(br#"{"log_format":1}"#),
-            (vec![], Some((400, NON_STRING.into())))
+            (vec![], Some((400, NOT_STRING.into())))
         );
         assert_eq!(log(b""), (vec![], Some((400, EMPTY_DOC.into()))));
     }
