@@ -543,16 +543,23 @@ impl Config {
         Ok(())
     }
 
-    /// Both TLS sides: the files exist and pair up.
+    /// Both TLS sides: the files are set and readable (that they parse
+    /// and pair up is checked when the listeners are set up, before any
+    /// port is bound: `server::run`).
     fn validate_tls(&self) -> Result<(), String> {
+        let readable = |what: &str, path: &std::path::Path| {
+            std::fs::read(path)
+                .map(|_| ())
+                .map_err(|e| format!("{what}: {}: {e}", path.display()))
+        };
         if let Some(listen) = &self.tls.listen {
             listen
                 .parse::<SocketAddr>()
                 .map_err(|_| format!("tls.listen must be IP:PORT, got {listen:?}"))?;
             match (&self.tls.cert_file, &self.tls.key_file) {
                 (Some(cert), Some(key)) => {
-                    crate::front::tls::ReloadingCert::new(cert, key, Duration::ZERO)
-                        .map_err(|e| format!("tls: {e}"))?;
+                    readable("tls", cert)?;
+                    readable("tls", key)?;
                 }
                 _ => return Err("tls.listen needs tls.cert_file and tls.key_file".into()),
             }
@@ -560,8 +567,8 @@ impl Config {
         if self.grpc.tls {
             match (&self.tls.cert_file, &self.tls.key_file) {
                 (Some(cert), Some(key)) => {
-                    crate::front::tls::ReloadingCert::new(cert, key, Duration::ZERO)
-                        .map_err(|e| format!("grpc.tls: {e}"))?;
+                    readable("grpc.tls", cert)?;
+                    readable("grpc.tls", key)?;
                 }
                 _ => return Err("grpc.tls needs tls.cert_file and tls.key_file".into()),
             }
@@ -574,7 +581,7 @@ impl Config {
             .into_iter()
             .flatten()
         {
-            std::fs::read(path).map_err(|e| format!("upstream.tls: {}: {e}", path.display()))?;
+            readable("upstream.tls", path)?;
         }
         Ok(())
     }

@@ -3,7 +3,7 @@
 //! HTTP status (and its gRPC code), and [`Error::body`] the only place that
 //! renders Triton's `{"error":"..."}` body.
 
-use crate::wire::json_write::write_str;
+use crate::json_str::write_str;
 
 /// Who failed, and how. The variants follow Triton's error codes (protocol §0.1)
 /// plus what only a gateway can hit (upstream unreachable, deadline).

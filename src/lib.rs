@@ -14,6 +14,7 @@ pub mod config;
 pub mod demo;
 pub mod error;
 pub mod front;
+pub mod json_str;
 pub mod metrics;
 pub mod model;
 pub mod passthrough;

@@ -3,8 +3,8 @@
 //! counts). Per-request series are labelled by route (a fixed name per
 //! `Route` variant), model (only for answers that are not 404, so unknown
 //! names cannot grow the series without bound) and status; per-backend
-//! series by backend address. Backend health and in-flight gauges are read
-//! from the pool at scrape time.
+//! series by backend address. Backend health and in-flight gauges are
+//! handed in at scrape time ([`BackendGauge`]).
 
 use std::cell::Cell;
 use std::time::Duration;
@@ -12,8 +12,6 @@ use std::time::Duration;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
-
-use crate::upstream::{Backend, Pool};
 
 /// Latency buckets (seconds): 100 µs … 60 s, the range of a gateway hop
 /// on a LAN up to the default request deadline.
@@ -104,8 +102,12 @@ impl Metrics {
     }
 
     /// One upstream call finished (called by the pool).
-    pub fn upstream_call(&self, backend: &Backend, outcome: &str, took: Duration) {
-        let label = &backend.label;
+    pub fn upstream_call(
+        &self,
+        (label, addr): (&str, std::net::SocketAddr),
+        outcome: &str,
+        took: Duration,
+    ) {
         self.upstream_calls
             .with_label_values(&[label, outcome])
             .inc();
@@ -115,31 +117,43 @@ impl Metrics {
         let _ = UPSTREAM_USE.try_with(|u| {
             u.set(UpstreamUse {
                 time: u.get().time + took,
-                backend: Some(backend.addr),
+                backend: Some(addr),
             })
         });
     }
 
     /// The Prometheus text exposition, with the gauges read now.
-    pub fn render(&self, pool: &Pool, inflight_http: usize) -> Vec<u8> {
+    pub fn render<'a>(
+        &self,
+        backends: impl IntoIterator<Item = BackendGauge<'a>>,
+        inflight_http: usize,
+    ) -> Vec<u8> {
         self.inflight
             .with_label_values(&["http"])
             .set(inflight_http as i64);
         self.backend_up.reset();
         self.backend_inflight.reset();
-        for backend in pool.backends() {
-            let addr = &backend.label;
+        for backend in backends {
             self.backend_up
-                .with_label_values(&[addr])
-                .set(i64::from(backend.usable()));
+                .with_label_values(&[backend.label])
+                .set(i64::from(backend.up));
             self.backend_inflight
-                .with_label_values(&[addr])
-                .set(backend.inflight() as i64);
+                .with_label_values(&[backend.label])
+                .set(backend.inflight as i64);
         }
         let mut out = Vec::new();
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         out
     }
+}
+
+/// One backend's gauges at scrape time (read from the pool by the core).
+pub struct BackendGauge<'a> {
+    /// The backend's address as its label.
+    pub label: &'a str,
+    /// Usable for requests now.
+    pub up: bool,
+    pub inflight: usize,
 }
 
 impl Default for Metrics {

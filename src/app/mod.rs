@@ -158,7 +158,13 @@ impl Gateway {
 
     /// The Prometheus text of this gateway's metrics.
     pub fn metrics_text(&self) -> Vec<u8> {
-        self.metrics.render(&self.pool, self.inflight.count())
+        let backends = self.pool.backends();
+        let gauges = backends.iter().map(|b| crate::metrics::BackendGauge {
+            label: &b.label,
+            up: b.usable(),
+            inflight: b.inflight(),
+        });
+        self.metrics.render(gauges, self.inflight.count())
     }
 
     pub fn metrics(&self) -> &Metrics {

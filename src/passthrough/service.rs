@@ -21,7 +21,6 @@ use crate::app::Gateway;
 use crate::proto::inference as pb;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceService;
 use crate::translate::sequence::sequence_key;
-use crate::upstream::Pool;
 
 type Answer<T> = Result<Response<T>, Status>;
 
@@ -34,13 +33,8 @@ impl Passthrough {
         Passthrough { gateway }
     }
 
-    pub(super) fn pool(&self) -> &Arc<Pool> {
-        self.gateway.pool()
-    }
-
-    /// Counts a call as in flight (the graceful drain waits for it).
-    pub(super) fn enter(&self) -> crate::app::InflightGuard {
-        self.gateway.inflight().enter()
+    pub(super) fn gateway(&self) -> &Gateway {
+        &self.gateway
     }
 
     fn admit<T>(&self, request: &Request<T>, group: &str) -> Result<Permit, Status> {
@@ -97,7 +91,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::ServerReadyRequest>,
     ) -> Answer<pb::ServerReadyResponse> {
         let _permit = self.admit(&request, "health")?;
-        let pool = self.pool();
+        let pool = self.gateway.pool();
         pool.started().await;
         Ok(Response::new(pb::ServerReadyResponse {
             ready: pool.any_usable(),
@@ -150,7 +144,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<Streaming<pb::ModelInferRequest>>,
     ) -> Answer<ResponseStream> {
         let _permit = self.admit(&request, "inference")?;
-        self.stream(request).await
+        super::stream::stream(&self.gateway, request).await
     }
 
     async fn model_config(

@@ -14,7 +14,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Extensions, Request, Response, Status, Streaming};
 
 use super::metadata;
-use super::service::Passthrough;
+use crate::app::Gateway;
 use crate::error::{Error, Kind};
 use crate::proto::inference as pb;
 use crate::translate::sequence::sequence_key;
@@ -27,50 +27,49 @@ const STREAM_BUFFER: usize = 16;
 pub type ResponseStream = ReceiverStream<Result<pb::ModelStreamInferResponse, Status>>;
 type Responses = mpsc::Sender<Result<pb::ModelStreamInferResponse, Status>>;
 
-impl Passthrough {
-    pub(super) async fn stream(
-        &self,
-        request: Request<Streaming<pb::ModelInferRequest>>,
-    ) -> Result<Response<ResponseStream>, Status> {
-        let inflight = self.enter();
-        let (client_metadata, _, mut inbound) = request.into_parts();
-        let (responses, stream) = mpsc::channel(STREAM_BUFFER);
-        let Some(first) = inbound.message().await? else {
-            // Closed before any request: an empty, successful stream.
-            return Ok(Response::new(ReceiverStream::new(stream)));
-        };
-        let pool = self.pool();
-        pool.started().await;
-        let sequence = sequence_key(&first);
-        let target = Target {
-            model: Some(&first.model_name),
-            sequence: sequence.as_deref(),
-        };
-        let lease = pool.pick(&target, &[]).map_err(|e| e.to_status())?;
-        let (requests, upstream_requests) = mpsc::channel(STREAM_BUFFER);
-        requests
-            .try_send(first)
-            .map_err(|_| Status::internal("stream relay: first request not queued"))?;
-        let deadline = metadata::deadline(&client_metadata);
-        let mut upstream = Request::from_parts(
-            metadata::forwarded(&client_metadata),
-            Extensions::default(),
-            ReceiverStream::new(upstream_requests),
-        );
-        if let Some(deadline) = deadline {
-            upstream.set_timeout(deadline);
-        }
-        let relay = Relay {
-            _inflight: inflight,
-            lease,
-            eject_after_failures: pool.settings().eject_after_failures,
-            eject: pool.settings().eject,
-            deadline: deadline.map(Deadline::client),
-            responses,
-        };
-        tokio::spawn(relay.run(upstream, inbound, requests, deadline));
-        Ok(Response::new(ReceiverStream::new(stream)))
+/// Relays one `ModelStreamInfer` stream, pinned to one backend.
+pub(super) async fn stream(
+    gateway: &Gateway,
+    request: Request<Streaming<pb::ModelInferRequest>>,
+) -> Result<Response<ResponseStream>, Status> {
+    let inflight = gateway.inflight().enter();
+    let (client_metadata, _, mut inbound) = request.into_parts();
+    let (responses, stream) = mpsc::channel(STREAM_BUFFER);
+    let Some(first) = inbound.message().await? else {
+        // Closed before any request: an empty, successful stream.
+        return Ok(Response::new(ReceiverStream::new(stream)));
+    };
+    let pool = gateway.pool();
+    pool.started().await;
+    let sequence = sequence_key(&first);
+    let target = Target {
+        model: Some(&first.model_name),
+        sequence: sequence.as_deref(),
+    };
+    let lease = pool.pick(&target, &[]).map_err(|e| e.to_status())?;
+    let (requests, upstream_requests) = mpsc::channel(STREAM_BUFFER);
+    requests
+        .try_send(first)
+        .map_err(|_| Status::internal("stream relay: first request not queued"))?;
+    let deadline = metadata::deadline(&client_metadata);
+    let mut upstream = Request::from_parts(
+        metadata::forwarded(&client_metadata),
+        Extensions::default(),
+        ReceiverStream::new(upstream_requests),
+    );
+    if let Some(deadline) = deadline {
+        upstream.set_timeout(deadline);
     }
+    let relay = Relay {
+        _inflight: inflight,
+        lease,
+        eject_after_failures: pool.settings().eject_after_failures,
+        eject: pool.settings().eject,
+        deadline: deadline.map(Deadline::client),
+        responses,
+    };
+    tokio::spawn(relay.run(upstream, inbound, requests, deadline));
+    Ok(Response::new(ReceiverStream::new(stream)))
 }
 
 type UpstreamRequest = Request<ReceiverStream<pb::ModelInferRequest>>;

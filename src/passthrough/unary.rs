@@ -9,7 +9,7 @@ use std::future::Future;
 use tonic::{Extensions, Request, Response, Status};
 
 use super::metadata;
-use super::service::Passthrough;
+use crate::app::Gateway;
 use crate::upstream::{Client, Pool, Target};
 
 /// Which backends may take a call (the owned form of a [`Target`]).
@@ -41,25 +41,24 @@ impl Aim {
     }
 }
 
-impl Passthrough {
-    /// Relays `request` with `rpc` (one generated client method).
-    pub(super) async fn unary<Req, Resp, F, Fut>(
-        &self,
-        request: Request<Req>,
-        aim: Aim,
-        rpc: F,
-    ) -> Result<Response<Resp>, Status>
-    where
-        Req: Clone,
-        F: Fn(Client, Request<Req>) -> Fut,
-        Fut: Future<Output = Result<Response<Resp>, Status>>,
-    {
-        let _inflight = self.enter();
-        let (client_metadata, _, message) = request.into_parts();
-        let deadline = metadata::deadline(&client_metadata);
-        let forwarded = metadata::forwarded(&client_metadata);
-        let pool: &Pool = self.pool();
-        let response = pool
+/// Relays `request` with `rpc` (one generated client method).
+pub(super) async fn relay<Req, Resp, F, Fut>(
+    gateway: &Gateway,
+    request: Request<Req>,
+    aim: Aim,
+    rpc: F,
+) -> Result<Response<Resp>, Status>
+where
+    Req: Clone,
+    F: Fn(Client, Request<Req>) -> Fut,
+    Fut: Future<Output = Result<Response<Resp>, Status>>,
+{
+    let _inflight = gateway.inflight().enter();
+    let (client_metadata, _, message) = request.into_parts();
+    let deadline = metadata::deadline(&client_metadata);
+    let forwarded = metadata::forwarded(&client_metadata);
+    let pool: &Pool = gateway.pool();
+    let response = pool
             .call(&aim.target(), deadline, |client, timeout| {
                 let mut upstream =
                     Request::from_parts(forwarded.clone(), Extensions::default(), message.clone());
@@ -74,26 +73,25 @@ impl Passthrough {
                 tracing::debug!(code = ?error.kind.status().1, message = %error.message, "gRPC call failed");
                 error.to_status()
             })?;
-        let (upstream_metadata, message, _) = response.into_parts();
-        Ok(Response::from_parts(
-            metadata::returned(upstream_metadata),
-            message,
-            Extensions::default(),
-        ))
-    }
+    let (upstream_metadata, message, _) = response.into_parts();
+    Ok(Response::from_parts(
+        metadata::returned(upstream_metadata),
+        message,
+        Extensions::default(),
+    ))
 }
 
 /// `unary!(self, request, aim, method)`: relays one RPC of the generated
 /// client by name.
 macro_rules! unary {
     ($self:ident, $request:expr, $aim:expr, $method:ident) => {
-        $self
-            .unary(
-                $request,
-                $aim,
-                |mut client: $crate::upstream::Client, r| async move { client.$method(r).await },
-            )
-            .await
+        $crate::passthrough::unary::relay(
+            $self.gateway(),
+            $request,
+            $aim,
+            |mut client: $crate::upstream::Client, r| async move { client.$method(r).await },
+        )
+        .await
     };
 }
 pub(super) use unary;

@@ -41,20 +41,27 @@ impl Bound {
     /// Binds the HTTP, HTTPS, gRPC and admin listeners the config names.
     pub(crate) fn bind(gateway: &Gateway) -> Result<Bound, String> {
         let config = gateway.config();
-        let http = bind("server.listen", &config.server.listen)?;
-        let https = match (
-            &config.tls.listen,
-            &config.tls.cert_file,
-            &config.tls.key_file,
-        ) {
-            (Some(listen), Some(cert), Some(key)) => {
-                let check = std::time::Duration::from_millis(config.tls.reload_check_ms);
-                let resolver = ReloadingCert::new(cert, key, check)?;
+        let tls = &config.tls;
+        // Certificates first: a broken pair stops start-up before any bind.
+        let acceptor = match (&tls.listen, &tls.cert_file, &tls.key_file) {
+            (Some(_), Some(cert), Some(key)) => {
+                let check = std::time::Duration::from_millis(tls.reload_check_ms);
+                let resolver =
+                    ReloadingCert::new(cert, key, check).map_err(|e| format!("tls: {e}"))?;
                 let mut settings = TlsSettings::intermediate("", "").map_err(|e| e.to_string())?;
                 settings.set_cert_resolver(Arc::new(resolver));
                 settings.enable_h2();
-                Some((bind("tls.listen", listen)?, Arc::new(settings.build())))
+                Some(Arc::new(settings.build()))
             }
+            _ => None,
+        };
+        if let (true, Some(cert), Some(key)) = (config.grpc.tls, &tls.cert_file, &tls.key_file) {
+            ReloadingCert::new(cert, key, std::time::Duration::ZERO)
+                .map_err(|e| format!("grpc.tls: {e}"))?;
+        }
+        let http = bind("server.listen", &config.server.listen)?;
+        let https = match (&tls.listen, acceptor) {
+            (Some(listen), Some(acceptor)) => Some((bind("tls.listen", listen)?, acceptor)),
             _ => None,
         };
         let grpc = config

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::backend::Lease;
+pub use super::failure::failure_text;
 use super::pool::{Pool, Target};
 use super::Client;
 use crate::error::{causes, duration_text, Error, Kind, Result};
@@ -133,8 +134,11 @@ impl Pool {
         let result = tokio::time::timeout(remaining, rpc(lease.client(), remaining)).await;
         let (error, unreached, cause) = match result {
             Ok(Ok(response)) => {
-                self.metrics()
-                    .upstream_call(backend, "ok", started.elapsed());
+                self.metrics().upstream_call(
+                    (&backend.label, backend.addr),
+                    "ok",
+                    started.elapsed(),
+                );
                 backend.record_success();
                 return Ok(response.into_inner());
             }
@@ -155,7 +159,7 @@ impl Pool {
             _ => "error",
         };
         self.metrics()
-            .upstream_call(backend, outcome, started.elapsed());
+            .upstream_call((&backend.label, backend.addr), outcome, started.elapsed());
         if deadline.blames_backend(error.kind, unreached) {
             let why = deadline.failure(error.kind, cause.as_ref());
             let settings = self.settings();
@@ -273,26 +277,6 @@ pub fn never_reached(status: &tonic::Status) -> bool {
                 .downcast_ref::<h2::Error>()
                 .is_some_and(|h2| h2.reason() == Some(h2::Reason::REFUSED_STREAM))
     })
-}
-
-/// What went wrong, for operators (the backends view, the 503 text, the
-/// logs): the socket error beneath a transport failure (`connection
-/// refused`), else the deepest cause, else the status's own message.
-pub fn failure_text(status: &tonic::Status) -> String {
-    if let Some(io) = causes(status).find_map(|e| e.downcast_ref::<std::io::Error>()) {
-        // "Connection refused (os error 111)" → "connection refused".
-        let text = io.to_string();
-        let text = text.split(" (os error").next().unwrap_or_default();
-        let mut chars = text.chars();
-        return chars
-            .next()
-            .map_or_else(String::new, |c| c.to_lowercase().chain(chars).collect());
-    }
-    match causes(status).last() {
-        Some(deepest) => deepest.to_string(),
-        None if status.message().is_empty() => format!("{:?}", status.code()),
-        None => status.message().to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -1,12 +1,12 @@
 //! Active health: a gRPC `ServerReady` per backend on its own channel,
 //! through pingora-load-balancing's health registry (thresholds, flips),
 //! plus the model placement refresh (`RepositoryIndex`, ready models).
-//! [`Pool::run`] is the background loop that drives discovery and checks.
+//! The background loop that drives discovery and checks is `Pool::run` (pool.rs).
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use pingora::lb::health_check::HealthCheck;
@@ -14,14 +14,13 @@ use pingora::lb::Backend as LbBackend;
 use pingora_core::{Error as PingoraError, ErrorType, Result as PingoraResult};
 
 use super::backend::{Backend, Models};
-use super::call::failure_text;
-use super::pool::Pool;
+use super::failure::failure_text;
 use super::UpstreamSettings;
 use crate::error::duration_text;
 use crate::proto::inference as pb;
 
 /// Finds our backend for a pingora backend (set once the pool exists).
-type Lookup = Box<dyn Fn(&SocketAddr) -> Option<Arc<Backend>> + Send + Sync>;
+pub type Lookup = Box<dyn Fn(&SocketAddr) -> Option<Arc<Backend>> + Send + Sync>;
 
 pub struct ReadyCheck {
     lookup: std::sync::OnceLock<Lookup>,
@@ -36,10 +35,9 @@ impl ReadyCheck {
         })
     }
 
-    pub fn bind(&self, pool: Weak<Pool>) {
-        let _ = self
-            .lookup
-            .set(Box::new(move |addr| pool.upgrade()?.backend(addr)));
+    /// How the check finds our backend for pingora's (set by the pool).
+    pub fn bind(&self, lookup: Lookup) {
+        let _ = self.lookup.set(lookup);
     }
 }
 
@@ -158,28 +156,6 @@ pub async fn refresh_models(backend: &Backend, timeout: Duration) {
         Err(s) if s.code() == tonic::Code::Unimplemented => backend.set_models(Models::Unknown),
         Err(s) => {
             tracing::debug!(backend = %backend.addr, error = %s.message(), "model refresh failed")
-        }
-    }
-}
-
-impl Pool {
-    /// The background loop: discovery every `discovery_interval`, health
-    /// checks (and due model refreshes) every health interval. The first
-    /// pass runs at once. Ends when the pool is dropped.
-    pub async fn run(pool: Weak<Pool>) {
-        let mut last_discovery: Option<Instant> = None;
-        loop {
-            let Some(pool) = pool.upgrade() else { return };
-            let settings = pool.settings().clone();
-            let due = last_discovery.is_none_or(|t| t.elapsed() >= settings.discovery_interval);
-            if pool.take_rediscover() || due {
-                pool.discover_logged().await;
-                last_discovery = Some(Instant::now());
-            }
-            pool.lb().backends().run_health_check(true).await;
-            pool.pass_done();
-            drop(pool);
-            tokio::time::sleep(settings.health_interval).await;
         }
     }
 }

@@ -13,6 +13,7 @@
 pub mod backend;
 pub mod call;
 pub mod discovery;
+mod failure;
 pub mod health;
 pub mod model_info;
 pub mod pool;

@@ -86,7 +86,8 @@ impl Pool {
             me: me.clone(),
             discovery_error: RwLock::new(None),
         });
-        check.bind(Arc::downgrade(&pool));
+        let weak = Arc::downgrade(&pool);
+        check.bind(Box::new(move |addr| weak.upgrade()?.backend(addr)));
         pool
     }
 
@@ -371,6 +372,28 @@ fn inet(backend: &LbBackend) -> SocketAddr {
     match backend.addr {
         pingora::protocols::l4::socket::SocketAddr::Inet(addr) => addr,
         _ => SocketAddr::from(([0, 0, 0, 0], 0)),
+    }
+}
+
+impl Pool {
+    /// The background loop: discovery every `discovery_interval`, health
+    /// checks (and due model refreshes) every health interval. The first
+    /// pass runs at once. Ends when the pool is dropped.
+    pub async fn run(pool: std::sync::Weak<Pool>) {
+        let mut last_discovery: Option<std::time::Instant> = None;
+        loop {
+            let Some(pool) = pool.upgrade() else { return };
+            let settings = pool.settings().clone();
+            let due = last_discovery.is_none_or(|t| t.elapsed() >= settings.discovery_interval);
+            if pool.take_rediscover() || due {
+                pool.discover_logged().await;
+                last_discovery = Some(std::time::Instant::now());
+            }
+            pool.lb().backends().run_health_check(true).await;
+            pool.pass_done();
+            drop(pool);
+            tokio::time::sleep(settings.health_interval).await;
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 
 use http::Method;
 
-use crate::front::route::ModelRef;
+use crate::model::ModelRef;
 use crate::wire::v1::Format;
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,319 @@
+//! The layering rules of ARCHITECTURE.md, run: reads every `crate::` and
+//! `super::` path in `src/` (test modules excluded), maps it to the module
+//! it names, and fails when a module imports a layer above its own, when
+//! the two fronts import each other, when a module other than the allowed
+//! ones sees the generated protobuf types, or when modules import each
+//! other in a circle. The table below is the one in ARCHITECTURE.md.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Layers, top first: a module may import its own top-level module and
+/// any layer below. Groups sharing a layer are peers and never import each
+/// other — except in the foundations, which are small shared types.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("composition root", &["server"]),
+    // The embedded demo upstream: a separate server, on the protos only.
+    ("demo upstream", &["demo"]),
+    ("fronts", &["front", "passthrough"]),
+    ("core", &["app"]),
+    ("translation", &["translate"]),
+    ("upstream client", &["upstream"]),
+    ("codecs", &["wire"]),
+    (
+        "foundations",
+        &[
+            "config",
+            "error",
+            "json_str",
+            "metrics",
+            "model",
+            "proto",
+            "telemetry",
+            "trace",
+        ],
+    ),
+];
+
+/// Who may see the generated gRPC types (`crate::proto`): the translation,
+/// the upstream client, the gRPC front, the core's upstream calls, the
+/// composition root, and `error` (gRPC codes and v1 status codes are part
+/// of the one error table).
+const PROTO_ALLOWED: &[&str] = &[
+    "translate",
+    "upstream",
+    "passthrough",
+    "app",
+    "server",
+    "error",
+    "demo",
+];
+
+/// Modules outside `PROTO_ALLOWED` that still build or read protobuf
+/// messages themselves — debt to move into `translate`; no new entries.
+const PROTO_DEBT: &[&str] = &[
+    "front::endpoints",
+    "front::generate",
+    "front::v1",
+    "wire::v1::answer",
+    "wire::v1::text",
+];
+
+#[test]
+fn no_module_imports_a_layer_above_it_or_a_peer() {
+    let graph = Graph::read();
+    let mut wrong = Vec::new();
+    for (from, to) in graph.edges() {
+        let (a, b) = (top(&from), top(&to));
+        if a == b {
+            continue;
+        }
+        let (la, lb) = (layer(a), layer(b));
+        let peers = la == lb && LAYERS[la].0 != "foundations";
+        if lb < la || peers {
+            wrong.push(format!(
+                "{from} ({}) imports {to} ({})",
+                LAYERS[la].0, LAYERS[lb].0
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports against the layers:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn only_the_allowed_layers_see_the_generated_types() {
+    let graph = Graph::read();
+    let mut wrong = Vec::new();
+    for (from, to) in graph.edges() {
+        let allowed = PROTO_ALLOWED.contains(&top(&from))
+            || PROTO_DEBT
+                .iter()
+                .any(|d| from == *d || from.starts_with(&format!("{d}::")));
+        if top(&to) == "proto" && !allowed {
+            wrong.push(format!("{from} imports {to}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "protobuf types outside translate:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn modules_do_not_import_each_other_in_circles() {
+    let graph = Graph::read();
+    let circles = graph.circles();
+    assert!(circles.is_empty(), "import circles: {circles:?}");
+}
+
+#[test]
+fn the_rules_catch_a_violation() {
+    // The checks themselves must be able to fail.
+    let mut graph = Graph::read();
+    graph.add("wire::tensor", "front::route");
+    graph.add("front::route", "wire::tensor");
+    assert!(!graph.circles().is_empty());
+    let upward = graph
+        .edges()
+        .any(|(from, to)| layer(top(&to)) < layer(top(&from)));
+    assert!(upward);
+}
+
+fn top(module: &str) -> &str {
+    module.split("::").next().unwrap_or_default()
+}
+
+fn layer(top: &str) -> usize {
+    LAYERS
+        .iter()
+        .position(|(_, groups)| groups.contains(&top))
+        .unwrap_or_else(|| panic!("module `{top}` is in no layer of the table"))
+}
+
+/// Module → the modules it names.
+struct Graph {
+    edges: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Graph {
+    fn read() -> Graph {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        collect(&src, &mut files);
+        let modules: BTreeMap<String, PathBuf> = files
+            .into_iter()
+            .filter_map(|path| Some((module_of(&src, &path)?, path)))
+            .collect();
+        let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (module, path) in &modules {
+            let text = std::fs::read_to_string(path).expect("source file");
+            let text = without_tests(&text);
+            let is_mod_file = path.ends_with("mod.rs") || path.ends_with("lib.rs");
+            for target in paths(text, module, is_mod_file) {
+                if let Some(found) = resolve(&modules, &target) {
+                    if found != *module && !found.is_empty() {
+                        edges.entry(module.clone()).or_default().insert(found);
+                    }
+                }
+            }
+        }
+        Graph { edges }
+    }
+
+    fn add(&mut self, from: &str, to: &str) {
+        self.edges
+            .entry(from.to_string())
+            .or_default()
+            .insert(to.to_string());
+    }
+
+    fn edges(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        self.edges
+            .iter()
+            .flat_map(|(a, bs)| bs.iter().map(move |b| (a.clone(), b.clone())))
+    }
+
+    /// Groups of modules that reach each other (Tarjan's strongly
+    /// connected components of more than one module), parent/child pairs
+    /// excluded: a module and its own submodule are one unit.
+    fn circles(&self) -> Vec<Vec<String>> {
+        let nodes: BTreeSet<&String> = self
+            .edges
+            .iter()
+            .flat_map(|(a, bs)| std::iter::once(a).chain(bs))
+            .collect();
+        let reach = |from: &String| -> BTreeSet<String> {
+            let mut seen = BTreeSet::new();
+            let mut todo = vec![from.clone()];
+            while let Some(m) = todo.pop() {
+                for next in self.edges.get(&m).into_iter().flatten() {
+                    if seen.insert(next.clone()) {
+                        todo.push(next.clone());
+                    }
+                }
+            }
+            seen
+        };
+        let reached: BTreeMap<&String, BTreeSet<String>> =
+            nodes.iter().map(|n| (*n, reach(n))).collect();
+        let mut circles: BTreeSet<Vec<String>> = BTreeSet::new();
+        for (node, from_node) in &reached {
+            let mut group: Vec<String> = from_node
+                .iter()
+                .filter(|other| reached.get(other).is_some_and(|r| r.contains(*node)))
+                .filter(|other| !nested(node, other))
+                .cloned()
+                .collect();
+            if !group.is_empty() {
+                group.push((*node).clone());
+                group.sort();
+                circles.insert(group);
+            }
+        }
+        circles.into_iter().collect()
+    }
+}
+
+/// `a` is `b` or a parent or child of it.
+fn nested(a: &str, b: &str) -> bool {
+    a == b || a.starts_with(&format!("{b}::")) || b.starts_with(&format!("{a}::"))
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("src dir") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            collect(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `src/front/v1/mod.rs` → `front::v1`; `src/lib.rs` → ``; `main.rs` is
+/// the binary, not part of the library's graph.
+fn module_of(src: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(src).ok()?.with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.as_slice() == ["main"] {
+        return None;
+    }
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+        parts.pop();
+    }
+    Some(parts.join("::"))
+}
+
+/// The source without its `#[cfg(test)]` module (tests may reach anywhere).
+fn without_tests(text: &str) -> &str {
+    match text.find("#[cfg(test)]\nmod tests") {
+        Some(at) => &text[..at],
+        None => text,
+    }
+}
+
+/// Every `crate::a::b` and `super::a` path in `text`, with `{a, b::c}`
+/// groups expanded, as full module paths.
+fn paths(text: &str, module: &str, is_mod_file: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let parent = {
+        let mut parts: Vec<&str> = module.split("::").collect();
+        if !is_mod_file {
+            parts.pop();
+        }
+        parts.join("::")
+    };
+    for (prefix, base) in [("crate::", String::new()), ("super::", parent)] {
+        let mut rest = text;
+        while let Some(at) = rest.find(prefix) {
+            let before = rest[..at].chars().last();
+            rest = &rest[at + prefix.len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+                continue;
+            }
+            let path: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            let path = path.trim_end_matches(':');
+            let full = |tail: &str| {
+                [base.as_str(), tail]
+                    .iter()
+                    .filter(|s| !s.is_empty())
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("::")
+            };
+            out.push(full(path));
+            let after = &rest[path.len()..];
+            if let Some(group) = after.strip_prefix("::{") {
+                let group = &group[..group.find('}').unwrap_or(group.len())];
+                for item in group.split(',') {
+                    let item = item.trim().split(" as ").next().unwrap_or_default();
+                    let item = item.trim_matches(|c: char| c == '{' || c.is_whitespace());
+                    if !item.is_empty() && item != "self" {
+                        out.push(full(&format!("{path}::{item}")));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The longest prefix of `path` that is a module.
+fn resolve(modules: &BTreeMap<String, PathBuf>, path: &str) -> Option<String> {
+    let parts: Vec<&str> = path.split("::").collect();
+    (1..=parts.len())
+        .rev()
+        .map(|n| parts[..n].join("::"))
+        .find(|candidate| modules.contains_key(candidate))
+}
