@@ -16,7 +16,6 @@ pub mod front;
 pub mod metrics;
 pub mod model;
 pub mod passthrough;
-pub mod proto;
 pub mod telemetry;
 pub mod trace;
 pub mod translate;
@@ -24,3 +23,6 @@ pub mod upstream;
 pub mod wire;
 
 pub use front::handler::Gateway;
+/// The generated gRPC types (crate `tensorgate-proto`), under the name the
+/// gateway's code and its tests use.
+pub use tensorgate_proto as proto;
