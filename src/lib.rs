@@ -6,11 +6,12 @@
 //! `front` (pingora glue, routes, pipeline) → `wire` (pure codecs) →
 //! `model` (protocol-neutral tensors) → `translate` (to/from gRPC) →
 //! `upstream` (tonic client, model cache) → back. `error` is the one table
-//! from failure to status; `config` the typed, validated configuration;
-//! `demo` the embedded upstream used by `tensorgate demo` and the tests.
+//! from failure to status; `config` the typed, validated configuration.
+//! The generated gRPC types are the crate `tensorgate-proto` (re-exported
+//! as [`proto`]); the embedded demo upstream used by `tensorgate demo` and
+//! the tests is the crate `tensorgate-demo`.
 
 pub mod config;
-pub mod demo;
 pub mod error;
 pub mod front;
 pub mod metrics;
