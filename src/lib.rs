@@ -6,19 +6,19 @@
 //! `front` (pingora glue, routes, pipeline) → `wire` (pure codecs) →
 //! `model` (protocol-neutral tensors) → `translate` (to/from gRPC) →
 //! `upstream` (tonic client, model cache) → back. `error` is the one table
-//! from failure to status; `config` the typed, validated configuration;
-//! `demo` the embedded upstream used by `tensorgate demo` and the tests.
+//! from failure to status; `config` the typed, validated configuration.
+//! The generated gRPC types are the crate `tensorgate-proto` (re-exported
+//! as [`proto`]); the embedded demo upstream used by `tensorgate demo` and
+//! the tests is the crate `tensorgate-demo`.
 
 pub mod app;
 pub mod config;
-pub mod demo;
 pub mod error;
 pub mod front;
 pub mod json_str;
 pub mod metrics;
 pub mod model;
 pub mod passthrough;
-pub mod proto;
 pub mod server;
 pub mod telemetry;
 pub mod trace;
@@ -27,3 +27,6 @@ pub mod upstream;
 pub mod wire;
 
 pub use app::Gateway;
+/// The generated gRPC types (crate `tensorgate-proto`), under the name the
+/// gateway's code and its tests use.
+pub use tensorgate_proto as proto;

@@ -78,7 +78,7 @@ fn main() -> ExitCode {
         config.upstream.addresses.clear();
         for _ in 0..backends.max(1) {
             let addr = "127.0.0.1:0".parse().expect("literal address");
-            match tensorgate::demo::DemoUpstream::start_in_background(addr) {
+            match tensorgate_demo::DemoUpstream::start_in_background(addr) {
                 Ok(demo) => {
                     config
                         .upstream
@@ -160,7 +160,7 @@ fn demo_upstream(listen: &str) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match tensorgate::demo::DemoUpstream::start_in_background(addr) {
+    match tensorgate_demo::DemoUpstream::start_in_background(addr) {
         Ok(demo) => {
             tracing::info!(listen = %demo.local_addr(), "demo upstream serving");
             loop {

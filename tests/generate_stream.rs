@@ -8,9 +8,9 @@ mod support;
 
 use std::time::Duration;
 
-use tensorgate::demo::DemoUpstream;
 use tensorgate::front::http::{Answer, HttpRequest};
 use tensorgate::front::route::Route;
+use tensorgate_demo::DemoUpstream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

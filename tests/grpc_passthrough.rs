@@ -18,13 +18,13 @@ use tonic::transport::Channel;
 use tonic::{Code, Request};
 
 use tensorgate::config::Config;
-use tensorgate::demo::DemoUpstream;
 use tensorgate::front::http::HttpRequest;
 use tensorgate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
 use tensorgate::proto::inference::infer_parameter::ParameterChoice;
 use tensorgate::proto::inference::model_infer_request::InferInputTensor;
 use tensorgate::proto::inference::*;
 use tensorgate::Gateway;
+use tensorgate_demo::DemoUpstream;
 
 type Client = GrpcInferenceServiceClient<Channel>;
 

@@ -13,8 +13,8 @@ use pingora_rustls::{ClientConfig, RootCertStore, ServerName, TlsConnector};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use support::{free_port, text, GatewayProcess};
 use tensorgate::config::Config;
-use tensorgate::demo::DemoUpstream;
 use tensorgate::Gateway;
+use tensorgate_demo::DemoUpstream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const BODY: &str = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1],"data":[1]},{"name":"INPUT1","datatype":"FP32","shape":[1],"data":[2]}]}"#;

@@ -6,10 +6,10 @@
 use std::sync::Arc;
 
 use tensorgate::config::Config;
-use tensorgate::demo::DemoUpstream;
 use tensorgate::passthrough::V1GrpcService;
 use tensorgate::proto::v1 as pb;
 use tensorgate::Gateway;
+use tensorgate_demo::DemoUpstream;
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::Channel;

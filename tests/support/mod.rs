@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::Method;
 use tensorgate::config::Config;
-use tensorgate::demo::DemoUpstream;
 use tensorgate::front::http::{HttpRequest, HttpResponse};
 use tensorgate::Gateway;
+use tensorgate_demo::DemoUpstream;
 
 pub struct Harness {
     pub demo: DemoUpstream,

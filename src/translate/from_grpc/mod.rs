@@ -1,5 +1,6 @@
 //! gRPC messages to protocol-neutral responses. Output tensor bytes are the
-//! `Bytes` prost decoded (zero-copy, `.bytes(".")` in build.rs).
+//! `Bytes` prost decoded (zero-copy, `.bytes(".")` in
+//! crates/tensorgate-proto/build.rs).
 
 pub mod endpoints;
 pub mod model_config;

@@ -1,5 +1,6 @@
 //! Generated protobuf wire types and gRPC stubs (built by `build.rs` from
-//! `proto/*.proto`).
+//! `proto/*.proto`), shared by the gateway (as `tensorgate::proto`) and the
+//! demo upstream (`tensorgate-demo`).
 //!
 //! These types describe Triton's gRPC protocol byte for byte; they belong at
 //! the edges of the gateway (the gRPC client and the translation layer) and

@@ -21,14 +21,14 @@ use super::classify::classify;
 use super::models::{catalog, protocol_name, ModelSpec, Outputs, Pacing, Responses, VERSION};
 use super::stream_stats::{pause, StreamCounters};
 use super::validate::{prepare, Prepared};
-use crate::proto::health::health_check_response::ServingStatus;
-use crate::proto::health::health_server::Health;
-use crate::proto::health::{HealthCheckRequest, HealthCheckResponse};
-use crate::proto::inference::grpc_inference_service_server::GrpcInferenceService;
-use crate::proto::inference::infer_parameter::ParameterChoice;
-use crate::proto::inference::model_infer_response::InferOutputTensor;
-use crate::proto::inference::repository_index_response::ModelIndex;
-use crate::proto::inference::*;
+use tensorgate_proto::health::health_check_response::ServingStatus;
+use tensorgate_proto::health::health_server::Health;
+use tensorgate_proto::health::{HealthCheckRequest, HealthCheckResponse};
+use tensorgate_proto::inference::grpc_inference_service_server::GrpcInferenceService;
+use tensorgate_proto::inference::infer_parameter::ParameterChoice;
+use tensorgate_proto::inference::model_infer_response::InferOutputTensor;
+use tensorgate_proto::inference::repository_index_response::ModelIndex;
+use tensorgate_proto::inference::*;
 
 /// Per-model counters, updated once per successful request.
 #[derive(Debug, Default)]

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use tonic::Status;
 
 use super::models::{element_size, protocol_name, Tensor, TensorSpec};
-use crate::proto::inference::DataType;
+use tensorgate_proto::inference::DataType;
 
 /// An element type Triton can classify.
 trait Class: Copy {

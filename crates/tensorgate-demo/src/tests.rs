@@ -10,11 +10,13 @@ use tonic::{Code, Request, Status};
 
 use super::service::{DemoService, DemoState};
 use super::DemoUpstream;
-use crate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
-use crate::proto::inference::grpc_inference_service_server::GrpcInferenceService;
-use crate::proto::inference::infer_parameter::ParameterChoice;
-use crate::proto::inference::model_infer_request::{InferInputTensor, InferRequestedOutputTensor};
-use crate::proto::inference::*;
+use tensorgate_proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
+use tensorgate_proto::inference::grpc_inference_service_server::GrpcInferenceService;
+use tensorgate_proto::inference::infer_parameter::ParameterChoice;
+use tensorgate_proto::inference::model_infer_request::{
+    InferInputTensor, InferRequestedOutputTensor,
+};
+use tensorgate_proto::inference::*;
 
 fn service() -> DemoService {
     DemoService {
@@ -803,8 +805,8 @@ async fn streams_decoupled_responses_and_errors() {
 
 #[test]
 fn background_server_answers_health_and_large_tensors() {
-    use crate::proto::health::health_client::HealthClient;
-    use crate::proto::health::HealthCheckRequest;
+    use tensorgate_proto::health::health_client::HealthClient;
+    use tensorgate_proto::health::HealthCheckRequest;
 
     let demo = DemoUpstream::start_in_background("127.0.0.1:0".parse().unwrap()).expect("binds");
     let url = format!("http://{}", demo.local_addr());

@@ -53,10 +53,10 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tonic::transport::server::TcpIncoming;
 
-use crate::proto::health::health_server::HealthServer;
-use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
-use crate::proto::inference::ModelInferRequest;
 use service::{DemoService, DemoState, HealthService};
+use tensorgate_proto::health::health_server::HealthServer;
+use tensorgate_proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
+use tensorgate_proto::inference::ModelInferRequest;
 
 /// Largest message the demo accepts or sends (64 MiB tensors pass).
 const MAX_MESSAGE_SIZE: usize = 512 * 1024 * 1024;

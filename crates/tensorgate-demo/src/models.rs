@@ -9,7 +9,7 @@
 use bytes::Bytes;
 use tonic::Status;
 
-use crate::proto::inference::{
+use tensorgate_proto::inference::{
     model_instance_group, model_metadata_response::TensorMetadata, model_optimization_policy,
     model_version_policy, DataType, ModelConfig, ModelInput, ModelInstanceGroup,
     ModelMetadataResponse, ModelOptimizationPolicy, ModelOutput, ModelParameter,

@@ -22,9 +22,11 @@ use tonic::Status;
 use super::models::{
     dims_string, element_count, element_size, parse_protocol_name, protocol_name, ModelSpec, Tensor,
 };
-use crate::proto::inference::infer_parameter::ParameterChoice;
-use crate::proto::inference::model_infer_request::InferInputTensor;
-use crate::proto::inference::{DataType, InferParameter, InferTensorContents, ModelInferRequest};
+use tensorgate_proto::inference::infer_parameter::ParameterChoice;
+use tensorgate_proto::inference::model_infer_request::InferInputTensor;
+use tensorgate_proto::inference::{
+    DataType, InferParameter, InferTensorContents, ModelInferRequest,
+};
 
 /// The one `triton_*` request parameter a client may set.
 pub(crate) const EMPTY_FINAL_RESPONSE: &str = "triton_enable_empty_final_response";
