@@ -8,15 +8,16 @@
 mod support;
 
 use support::raw::{self, header};
+use support::GatewayProcess;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A gateway process with its config, admin and gRPC ports.
 struct Gw {
-    child: Child,
+    process: GatewayProcess,
     http: SocketAddr,
     admin: SocketAddr,
     grpc: SocketAddr,
@@ -25,70 +26,31 @@ struct Gw {
 
 impl Gw {
     /// `tensorgate demo` with `toml` as its config file, run through
-    /// `prefix` (e.g. `prlimit`) if given.
+    /// `prefix` (e.g. `prlimit`) if given; every listener on port 0.
     fn start(toml: &str, prefix: &[&str]) -> Gw {
-        for attempt in 0..5 {
-            let config = std::env::temp_dir().join(format!(
-                "tensorgate-edge-{}-{attempt}-{}.toml",
-                std::process::id(),
-                support::free_port().port()
-            ));
-            std::fs::write(&config, toml).unwrap();
-            let (http, admin, grpc) = (
-                support::free_port(),
-                support::free_port(),
-                support::free_port(),
-            );
-            let bin = env!("CARGO_BIN_EXE_tensorgate");
-            let (program, args) = match prefix.split_first() {
-                Some((first, rest)) => (*first, [rest, &[bin]].concat()),
-                None => (bin, vec![]),
-            };
-            let child = Command::new(program)
-                .args(args)
-                .args(["demo", "--config", config.to_str().unwrap()])
-                .args(["--listen", &http.to_string()])
-                .args(["--admin-listen", &admin.to_string()])
-                .args(["--grpc-listen", &grpc.to_string()])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("tensorgate starts");
-            let mut gw = Gw {
-                child,
-                http,
-                admin,
-                grpc,
-                config,
-            };
-            if gw.serving() {
-                return gw;
-            }
+        static CONFIGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = CONFIGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let config =
+            std::env::temp_dir().join(format!("tensorgate-edge-{}-{n}.toml", std::process::id()));
+        std::fs::write(&config, toml).unwrap();
+        let program = [prefix, &[env!("CARGO_BIN_EXE_tensorgate")]].concat();
+        let args = [
+            "demo",
+            "--config",
+            config.to_str().unwrap(),
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--grpc-listen",
+            "127.0.0.1:0",
+        ];
+        let process = GatewayProcess::spawn_with(&program, &args, None);
+        Gw {
+            http: process.addr,
+            admin: process.admin.expect("admin listener"),
+            grpc: process.grpc.expect("gRPC listener"),
+            process,
+            config,
         }
-        panic!("tensorgate did not start serving");
-    }
-
-    /// Waits until the admin listener answers (every listener is bound
-    /// before any serves), or the process exits.
-    fn serving(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return false;
-            }
-            if let Ok(mut admin) = TcpStream::connect(self.admin) {
-                admin
-                    .set_read_timeout(Some(Duration::from_secs(5)))
-                    .unwrap();
-                let _ = admin.write_all(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n");
-                let mut buf = [0u8; 12];
-                if admin.read_exact(&mut buf).is_ok() && buf.starts_with(b"HTTP/1.1 200") {
-                    return true;
-                }
-            }
-            std::thread::yield_now();
-        }
-        false
     }
 
     fn connect(&self) -> TcpStream {
@@ -102,8 +64,6 @@ impl Gw {
 
 impl Drop for Gw {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.config);
     }
 }
@@ -335,7 +295,7 @@ fn draining_answers_say_connection_close_and_nothing_is_dropped() {
     assert!(in_flight, "the slow request never showed up in flight");
     let idle = probe; // kept alive, idle at SIGTERM
     let term = Command::new("kill")
-        .args(["-TERM", &gw.child.id().to_string()])
+        .args(["-TERM", &gw.process.child.id().to_string()])
         .status()
         .unwrap();
     assert!(term.success());
@@ -351,7 +311,7 @@ fn draining_answers_say_connection_close_and_nothing_is_dropped() {
     let mut idle = idle;
     assert_eq!(read_to_close(&mut idle), b"", "idle connections are closed");
     let mut gw = gw;
-    assert!(gw.child.wait().unwrap().success());
+    assert!(gw.process.child.wait().unwrap().success());
 }
 
 #[test]

@@ -217,8 +217,8 @@ fn sigterm_finishes_in_flight_requests_then_exits_at_once() {
 
 #[test]
 fn the_admin_listener_serves_metrics_and_health() {
-    let admin = support::free_port();
-    let gw = GatewayProcess::demo(&["--admin-listen", &admin.to_string()]);
+    let gw = GatewayProcess::demo(&["--admin-listen", "127.0.0.1:0"]);
+    let admin = gw.admin.expect("admin listener");
     let mut client = connect(&gw);
     client
         .write_all(&post(

@@ -177,14 +177,21 @@ pub fn assert_answer(response: &HttpResponse, status: u16, content_type: &str, b
     );
 }
 
-/// The `tensorgate` binary running `demo` on a free loopback port.
+/// The `tensorgate` binary running `demo`, listening on port 0: the real
+/// addresses are read from its `tensorgate listening` log line, so no other
+/// process can take a port between choosing and binding it.
 pub struct GatewayProcess {
     pub child: Child,
     pub addr: SocketAddr,
+    /// The admin and gRPC listeners, when asked for with `127.0.0.1:0`.
+    pub admin: Option<SocketAddr>,
+    pub grpc: Option<SocketAddr>,
+    log: std::path::PathBuf,
+    own_log: bool,
 }
 
 impl GatewayProcess {
-    /// Starts `tensorgate demo` with extra args; retries on a port race.
+    /// Starts `tensorgate demo` with extra args.
     pub fn demo(extra: &[&str]) -> GatewayProcess {
         GatewayProcess::spawn(&[&["demo"], extra].concat(), None)
     }
@@ -200,29 +207,50 @@ impl GatewayProcess {
         GatewayProcess::spawn(&["--upstream", &upstream.to_string()], None)
     }
 
-    /// Starts the binary with `args` and `--listen` on a free port.
-    fn spawn(args: &[&str], log: Option<&std::path::Path>) -> GatewayProcess {
-        for _ in 0..5 {
-            let stderr = match log {
-                Some(path) => Stdio::from(std::fs::File::create(path).expect("log file")),
-                None => Stdio::null(),
-            };
-            let addr = free_port();
-            let mut child = Command::new(env!("CARGO_BIN_EXE_tensorgate"))
-                .args(args)
-                .arg("--listen")
-                .arg(addr.to_string())
-                .stdout(Stdio::null())
-                .stderr(stderr)
-                .spawn()
-                .expect("tensorgate starts");
-            if wait_until_serving(&mut child, addr) {
-                return GatewayProcess { child, addr };
+    /// Starts `program` (the binary, or a wrapper such as `prlimit` whose
+    /// arguments come first) with `args` and `--listen 127.0.0.1:0`.
+    pub fn spawn_with(
+        program: &[&str],
+        args: &[&str],
+        log: Option<&std::path::Path>,
+    ) -> GatewayProcess {
+        static LOGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let (log, own_log) = match log {
+            Some(path) => (path.to_path_buf(), false),
+            None => {
+                let n = LOGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let name = format!("tensorgate-test-{}-{n}.log", std::process::id());
+                (std::env::temp_dir().join(name), true)
             }
+        };
+        let stderr = std::fs::File::create(&log).expect("log file");
+        let (first, rest) = program.split_first().expect("a program");
+        let mut child = Command::new(first)
+            .args(rest)
+            .args(args)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("tensorgate starts");
+        let Some(listening) = wait_listening(&mut child, &log) else {
             let _ = child.kill();
             let _ = child.wait();
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            panic!("tensorgate did not start serving: {text}");
+        };
+        GatewayProcess {
+            child,
+            addr: listening.http,
+            admin: listening.admin,
+            grpc: listening.grpc,
+            log,
+            own_log,
         }
-        panic!("tensorgate did not start serving");
+    }
+
+    fn spawn(args: &[&str], log: Option<&std::path::Path>) -> GatewayProcess {
+        GatewayProcess::spawn_with(&[env!("CARGO_BIN_EXE_tensorgate")], args, log)
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -234,25 +262,49 @@ impl Drop for GatewayProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if self.own_log {
+            let _ = std::fs::remove_file(&self.log);
+        }
     }
+}
+
+/// The listeners a gateway's `tensorgate listening` line names.
+struct Listening {
+    http: SocketAddr,
+    admin: Option<SocketAddr>,
+    grpc: Option<SocketAddr>,
+}
+
+/// Waits (at most 20 s) for the log line that says every listener is
+/// bound; `None` if the process exits first.
+fn wait_listening(child: &mut Child, log: &std::path::Path) -> Option<Listening> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.contains("tensorgate listening")) {
+            let addr = |key: &str| -> Option<SocketAddr> {
+                let at = line.find(key)? + key.len();
+                let value: String = line[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+                    .collect();
+                value.parse().ok()
+            };
+            return Some(Listening {
+                http: addr("http=")?,
+                admin: addr("admin="),
+                grpc: addr("grpc="),
+            });
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
 }
 
 pub fn free_port() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
     listener.local_addr().expect("local addr")
-}
-
-/// Polls until the port accepts connections, the child exits, or 20 s pass.
-fn wait_until_serving(child: &mut Child, addr: SocketAddr) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return false;
-        }
-        if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
 }
