@@ -11,7 +11,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use support::{free_port, text, Harness};
+use support::{refused_addrs, text, Harness};
 use tensorgate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
 use tensorgate::proto::inference::infer_parameter::ParameterChoice;
 use tensorgate::proto::inference::model_infer_request::InferInputTensor;
@@ -231,7 +231,8 @@ async fn at_boot_the_backends_view_and_the_metrics_list_every_backend() {
 
 #[tokio::test]
 async fn an_unreachable_backend_is_named_with_its_error() {
-    let dead = free_port().to_string();
+    let (_held, dead) = refused_addrs(1);
+    let dead = dead[0].clone();
     let h = Harness::start_with(|c| c.upstream.addresses = vec![dead.clone()]).await;
     h.gateway.pool().started().await;
     let entry = listing(&h.gateway, &dead).await;
@@ -251,7 +252,7 @@ async fn an_unreachable_backend_is_named_with_its_error() {
 
 #[tokio::test]
 async fn a_large_group_is_named_in_part() {
-    let dead: Vec<String> = (0..7).map(|_| free_port().to_string()).collect();
+    let (_held, dead) = refused_addrs(7);
     let h = Harness::start_with(|c| c.upstream.addresses = dead.clone()).await;
     h.gateway.pool().started().await;
     let message = text(&h.post(ADD_SUB, BODY).await);
@@ -286,7 +287,7 @@ async fn each_unreachable_backend_is_warned_about_once() {
         .finish();
     // This test's runtime is single-threaded: the pool's loop logs here.
     let _guard = tracing::subscriber::set_default(subscriber);
-    let dead: Vec<String> = (0..2).map(|_| free_port().to_string()).collect();
+    let (_held, dead) = refused_addrs(2);
     let h = Harness::start_with(|c| {
         c.upstream.addresses = dead.clone();
         c.upstream.health.interval_ms = 10;

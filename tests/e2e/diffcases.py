@@ -18,6 +18,7 @@ import base64
 import gzip
 import json
 import os
+import time
 import re
 import struct
 import zlib
@@ -295,7 +296,18 @@ def shm_register(url, region=SHM_REGION, data=None):
 
 
 def shm_unregister(url, region=SHM_REGION):
-    _ok(url, "POST", "/v2/systemsharedmemory/region/%s/unregister" % region)
+    """Triton holds a region until the request that read it is released, a
+    moment after that request's answer: a teardown waits for it (10 s at
+    most) so the next case can register the region again."""
+    path = "/v2/systemsharedmemory/region/%s/unregister" % region
+    deadline = time.monotonic() + 10
+    while True:
+        r = send(url, "POST", path)
+        busy = r.status == 500 and b"currently in use" in r.body
+        if not busy or time.monotonic() > deadline:
+            assert r.status == 200, "POST %s -> %s %r" % (path, r.status, r.body)
+            return r
+        time.sleep(0.01)
 
 
 def wait_model_state(url, model, state, deadline_s=30.0):

@@ -304,6 +304,27 @@ fn wait_listening(child: &mut Child, log: &std::path::Path) -> Option<Listening>
     None
 }
 
+/// `n` distinct loopback addresses where connections are refused, held
+/// until the returned sockets drop: each is bound but not listening, so no
+/// other process can take the port meanwhile (as it could after
+/// [`free_port`]) and no two are alike.
+pub fn refused_addrs(n: usize) -> (Vec<socket2::Socket>, Vec<String>) {
+    use socket2::{Domain, Socket, Type};
+    let held: Vec<Socket> = (0..n)
+        .map(|_| {
+            let socket = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+            let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+            socket.bind(&any.into()).expect("bind port 0");
+            socket
+        })
+        .collect();
+    let addrs = held
+        .iter()
+        .map(|s| s.local_addr().unwrap().as_socket().unwrap().to_string())
+        .collect();
+    (held, addrs)
+}
+
 pub fn free_port() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
     listener.local_addr().expect("local addr")
