@@ -28,10 +28,10 @@ use pingora_core::server::ShutdownWatch;
 use tokio::io::AsyncReadExt;
 
 use crate::app::{DRAIN_IDLE, H2_PREFACE};
-use crate::config::Connections;
 use crate::error::{Error, Kind};
 use crate::front::http::HttpResponse;
 use crate::front::session::GatewayService;
+use crate::front::write_buffer::WriteBuffered;
 
 /// What the first bytes of a plain connection say it speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,12 +67,13 @@ pub(crate) async fn sniff<S: tokio::io::AsyncRead + Unpin>(
 /// `handshake_timeout_ms` for its first byte.
 pub(crate) async fn serve_http1(
     service: &GatewayService,
-    mut stream: Stream,
+    stream: Stream,
     mut first: BytesMut,
     shutdown: &ShutdownWatch,
 ) {
     let timeouts = &service.gateway.config().connections;
     let mut wait = timeouts.handshake_timeout();
+    let mut stream = WriteBuffered::wrap(stream);
     loop {
         if first.is_empty() && !next_bytes(&mut stream, &mut first, wait, shutdown).await {
             return;

@@ -15,3 +15,4 @@ pub mod route;
 pub mod session;
 pub mod tls;
 pub mod v1;
+pub(crate) mod write_buffer;
