@@ -81,7 +81,7 @@ pub(crate) async fn serve_http1(
         let inflight = service.gateway.inflight().enter();
         let mut session = ServerSession::new_http1(stream);
         session.set_pipelined_prefix(std::mem::take(&mut first));
-        session.set_keepalive(Some(keepalive_secs(timeouts)));
+        session.set_keepalive(Some(KEEPALIVE_UNTIMED));
         let head = tokio::time::timeout(timeouts.header_timeout(), session.read_request()).await;
         match head {
             Ok(Ok(true)) => {}
@@ -140,11 +140,13 @@ async fn next_bytes(
     matches!(read, Ok(Ok(n)) if n > 0)
 }
 
-/// pingora's keep-alive setting is whole seconds; ours is the real limit
-/// (enforced above), this only has to be no shorter.
-fn keepalive_secs(timeouts: &Connections) -> u64 {
-    timeouts.keepalive_timeout_ms.div_ceil(1000)
-}
+/// pingora's keep-alive setting `0`: the connection may be reused, and
+/// pingora puts no timer of its own on reading the request head. With a
+/// timer (whole seconds), it also cut every head read at that length and
+/// closed the connection without an answer, racing the 408 of
+/// `header_timeout_ms`. Our deadlines (`next_bytes`, the head deadline
+/// above) are the only ones.
+const KEEPALIVE_UNTIMED: u64 = 0;
 
 /// Answers a request head that could not be read (when there is still a
 /// client to answer), then closes the connection.
