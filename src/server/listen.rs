@@ -163,28 +163,35 @@ impl BackgroundService for Edge {
             shutdown: shutdown.clone(),
         };
         let clients = Arc::new(clients);
-        spawn_accept(&clients, bound.http, None);
-        if let Some((listener, acceptor)) = bound.https {
-            spawn_accept(&clients, listener, Some(acceptor));
-        }
-        if let Some(listener) = bound.grpc {
-            match TcpListener::from_std(listener) {
-                Ok(listener) => {
-                    let (gateway, open) = (self.gateway.clone(), self.open.clone());
-                    let mut stop = shutdown.clone();
-                    let stop = async move {
-                        let _ = stop.wait_for(|stop| *stop).await;
-                    };
-                    tokio::spawn(async move {
-                        let served =
-                            crate::passthrough::serve_capped(gateway, listener, open, stop).await;
-                        if let Err(error) = served {
-                            tracing::error!(%error, "gRPC passthrough stopped");
-                        }
-                    });
+        let threads = self.gateway.config().server.threads;
+        let (gateway, open) = (self.gateway.clone(), self.open.clone());
+        let (http, https, grpc) = (bound.http, bound.https, bound.grpc);
+        let serve = move |_index: usize| {
+            let clients = clients.clone();
+            let (gateway, open) = (gateway.clone(), open.clone());
+            let http = http.try_clone();
+            let https = https
+                .as_ref()
+                .map(|(l, acceptor)| l.try_clone().map(|l| (l, acceptor.clone())))
+                .transpose();
+            let grpc = grpc.as_ref().map(|l| l.try_clone()).transpose();
+            let shutdown = clients.shutdown.clone();
+            async move {
+                let (Ok(http), Ok(https), Ok(grpc)) = (http, https, grpc) else {
+                    tracing::error!("a serving thread cannot share the listening sockets");
+                    return;
+                };
+                spawn_accept(&clients, http, None);
+                if let Some((listener, acceptor)) = https {
+                    spawn_accept(&clients, listener, Some(acceptor));
                 }
-                Err(error) => tracing::error!(%error, "gRPC passthrough cannot use its socket"),
+                if let Some(listener) = grpc {
+                    spawn_grpc(gateway, listener, open, shutdown);
+                }
             }
+        };
+        if let Err(error) = super::workers::spawn(threads, serve) {
+            tracing::error!(%error, "cannot start the serving threads");
         }
         if let Some(listener) = bound.admin {
             let app = Arc::new(HttpServer::new_app(AdminApp {
@@ -219,6 +226,31 @@ fn spawn_accept(
         };
         let (clients, tls) = (open.clone(), tls.clone());
         tokio::spawn(async move { clients.serve(tcp, slot, tls).await });
+    });
+}
+
+/// The gRPC passthrough on this thread's handle of its listener.
+fn spawn_grpc(
+    gateway: Arc<Gateway>,
+    listener: std::net::TcpListener,
+    open: Arc<OpenConnections>,
+    mut shutdown: ShutdownWatch,
+) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(%error, "gRPC passthrough cannot use its socket");
+            return;
+        }
+    };
+    let stop = async move {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+    };
+    tokio::spawn(async move {
+        let served = crate::passthrough::serve_capped(gateway, listener, open, stop).await;
+        if let Err(error) = served {
+            tracing::error!(%error, "gRPC passthrough stopped");
+        }
     });
 }
 

@@ -17,6 +17,7 @@ use services::{DrainService, ReloadService};
 
 mod listen;
 mod services;
+mod workers;
 
 /// Runs the gateway until the process is told to stop. Returns only when
 /// a listener cannot be set up.
@@ -52,7 +53,9 @@ pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
     );
     let edge = Edge::new(gateway, bound, open);
     let mut edge = background_service("edge", edge);
-    edge.threads = Some(config.server.threads);
+    // Clients are served on the serving threads (workers.rs); this
+    // runtime keeps only the admin listener and the pool's first pass.
+    edge.threads = Some(1);
     server.add_service(edge);
     server.run_forever()
 }

@@ -1,4 +1,4 @@
-//! One backend of the pool: its address, its request channel, its health
+//! One backend of the pool: its address, its request channels, its health
 //! channel, and what the gateway has learned about it (in-flight count,
 //! readiness, passive ejection, the models it serves). Shared by the pool,
 //! the health checker and every [`Lease`] on it.
@@ -11,8 +11,17 @@ use std::time::{Duration, Instant};
 
 use tonic::transport::{Channel, Endpoint};
 
-use super::{Client, UpstreamSettings};
+use super::{thread_slot, Client, UpstreamSettings};
 use crate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
+
+/// Flow-control window of one upstream call (bytes the backend may send
+/// before the gateway reads them): 4 MiB keeps a loopback or LAN link busy
+/// for a megabyte-sized answer without a window update in between.
+const STREAM_WINDOW: u32 = 4 << 20;
+
+/// Flow-control window of one upstream connection, shared by its calls:
+/// room for a few large answers at once.
+const CONNECTION_WINDOW: u32 = 16 << 20;
 
 /// What the gateway knows of the models a backend serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,8 +52,9 @@ pub struct Backend {
     /// `addr` as text, made once (metrics labels on every call).
     pub label: String,
     settings: Arc<UpstreamSettings>,
-    /// Request traffic: created on first use, on the runtime that serves it.
-    channel: OnceLock<Channel>,
+    /// Request traffic, one channel per [`thread_slot`]: each created on
+    /// first use, on the runtime of the thread that uses it.
+    channels: [OnceLock<Channel>; thread_slot::SLOTS],
     /// Health checks and model refreshes: their own connection, so a
     /// saturated request channel does not fail the checks.
     health_channel: OnceLock<Channel>,
@@ -79,7 +89,7 @@ impl Backend {
             addr,
             label: addr.to_string(),
             settings,
-            channel: OnceLock::new(),
+            channels: std::array::from_fn(|_| OnceLock::new()),
             health_channel: OnceLock::new(),
             inflight: AtomicUsize::new(0),
             seen_ready: AtomicBool::new(false),
@@ -97,10 +107,10 @@ impl Backend {
         }
     }
 
-    /// A client on the request channel (cheap: HTTP/2 multiplexed).
+    /// A client on the calling thread's request channel (cheap: HTTP/2
+    /// multiplexed).
     pub fn client(&self) -> Client {
-        let channel = self
-            .channel
+        let channel = self.channels[thread_slot::current()]
             .get_or_init(|| self.endpoint().connect_lazy())
             .clone();
         self.wrap(channel)
@@ -130,7 +140,11 @@ impl Backend {
         let endpoint = Endpoint::from(uri)
             .connect_timeout(self.settings.connect_timeout)
             .tcp_nodelay(true)
-            .http2_adaptive_window(true);
+            // Fixed windows, not hyper's adaptive ones: the adaptive window
+            // measures the bandwidth-delay product with a PING on most
+            // answers, one more write and one more read per small request.
+            .initial_stream_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW);
         match &self.settings.tls {
             None => endpoint,
             Some(tls) => match endpoint.clone().tls_config(tls.clone()) {

@@ -8,6 +8,7 @@
 //! - `select.rs`: least outstanding and power of two choices;
 //! - `health.rs`: active `ServerReady` checks, model refresh, the loop;
 //! - `call.rs`: one call with deadline, passive ejection and retries;
+//! - `thread_slot.rs`: which request channel the calling thread uses;
 //! - `model_info.rs`: the cache of model signatures.
 
 pub mod backend;
@@ -18,6 +19,7 @@ pub mod health;
 pub mod model_info;
 pub mod pool;
 pub mod select;
+pub mod thread_slot;
 
 use std::time::Duration;
 
