@@ -1060,6 +1060,12 @@ case("infer-custom-parameters", OK_JSON(
 case("infer-parameters-priority-timeout", OK_JSON(
     INFER("add_sub", req_json([A, B], parameters={"priority": 0, "timeout": 100000000})),
     resp("add_sub", *ADD_SUB_OUT)), facts="§5.1")
+# `timeout` is Triton's queueing timeout (µs), not a deadline of the whole
+# call: 1 ms to a model that takes 50 ms succeeds (issue 13 #8).
+case("infer-parameter-timeout-shorter-than-model", OK_JSON(
+    INFER("slow_identity", req_json([inp("INPUT0", "FP32", [1, 1], [1])],
+                                    parameters={"timeout": 1000, "delay_ms": 50})),
+    resp("slow_identity", o_json("OUTPUT0", "FP32", [1, 1], "1.0"))), facts="§5.1")
 case("infer-parameters-not-object", ERR("POST", P, 500,
                                         "failed to get request params.: attempt to get members for non-object",
                                         body=req_json([A, B], parameters=[1]), gateway_status=400),
