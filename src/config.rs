@@ -61,6 +61,9 @@ pub const DEFAULT_EJECT_MS: u64 = 5_000;
 pub const DEFAULT_BODY_TIMEOUT_MS: u64 = 60_000;
 /// Kubernetes sends SIGKILL 30 s after SIGTERM; finish well before.
 pub const DEFAULT_GRACE_PERIOD_SECONDS: u64 = 10;
+/// Server metadata is the upstream's: stock clients (NVIDIA's examples,
+/// Triton's own client tests) check that `name` is `triton`.
+pub const DEFAULT_ANNOUNCE_GATEWAY: bool = false;
 /// One worker thread per core of the small machines gateways run on.
 pub const DEFAULT_THREADS: usize = 2;
 
@@ -169,6 +172,9 @@ pub struct Server {
     pub listen: String,
     pub threads: usize,
     pub grace_period_seconds: u64,
+    /// Server metadata (`GET /v2`, gRPC `ServerMetadata`) names the gateway
+    /// (`tensorgate` and its version) instead of the upstream server.
+    pub announce_gateway: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -351,6 +357,7 @@ impl Default for Server {
             listen: DEFAULT_LISTEN.to_string(),
             threads: DEFAULT_THREADS,
             grace_period_seconds: DEFAULT_GRACE_PERIOD_SECONDS,
+            announce_gateway: DEFAULT_ANNOUNCE_GATEWAY,
         }
     }
 }
@@ -609,6 +616,7 @@ mod tests {
         assert_eq!(config.v1, v1::V1::default());
         // The commented values are the defaults.
         assert_eq!(config.connections, Connections::default());
+        assert_eq!(config.server, Server::default());
     }
 
     #[test]

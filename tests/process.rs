@@ -89,6 +89,22 @@ fn the_demo_answers_like_triton_and_keeps_the_connection() {
 }
 
 #[test]
+fn answers_say_via_tensorgate_while_the_metadata_is_the_upstreams() {
+    let gw = GatewayProcess::demo(&[]);
+    let mut s = connect(&gw);
+    for path in ["/v2", "/v2/health/live", "/v2/nothing"] {
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+            .unwrap();
+        let a = read_answer(&mut s);
+        assert_eq!(a.header("Via").as_deref(), Some("1.1 tensorgate"), "{path}");
+        if path == "/v2" {
+            let body = String::from_utf8(a.body).unwrap();
+            assert!(body.starts_with(r#"{"name":"demo","#), "{body}");
+        }
+    }
+}
+
+#[test]
 fn expect_continue_is_answered_before_the_body() {
     let gw = GatewayProcess::demo(&[]);
     let mut s = connect(&gw);
