@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tensorgate::config::Config;
+use tensorgate::config::{Config, RestrictedApi};
 use tensorgate::Gateway;
 
 /// KServe v2 HTTP gateway in front of gRPC inference servers.
@@ -38,6 +38,10 @@ struct Cli {
     /// Forward matching request headers as string parameters (regex).
     #[arg(long, global = true)]
     header_forward_pattern: Option<String>,
+    /// Like Triton's: endpoint groups that need a header with a value,
+    /// <group,...>:<header>=<value> (repeatable; replaces auth.restricted_api).
+    #[arg(long, global = true, value_name = "GROUPS:HEADER=VALUE")]
+    http_restricted_api: Vec<String>,
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -146,6 +150,16 @@ fn load(cli: &Cli) -> Result<Config, String> {
     }
     if let Some(p) = &cli.header_forward_pattern {
         config.http.header_forward_pattern = Some(p.clone());
+    }
+    if !cli.http_restricted_api.is_empty() {
+        config.auth.restricted_api = cli
+            .http_restricted_api
+            .iter()
+            .map(|r| {
+                RestrictedApi::try_from(r.clone())
+                    .map_err(|e| format!("--http-restricted-api: {e}"))
+            })
+            .collect::<Result<_, _>>()?;
     }
     config.validate()?;
     Ok(config)
