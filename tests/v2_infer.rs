@@ -284,6 +284,15 @@ async fn upstream_errors_pass_through_with_mapped_status() {
         "application/json",
         r#"{"error":"[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'add_sub'. Got input(s) ['INPUT0'], but missing required input(s) ['INPUT1']. Please provide all required input(s)."}"#,
     );
+    // The model refuses inputs of different shapes: the client's mistake.
+    let body = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[2],"data":[1,2]},{"name":"INPUT1","datatype":"FP32","shape":[1],"data":[3]}]}"#;
+    let r = h.post(ADD_SUB, body).await;
+    assert_answer(
+        &r,
+        400,
+        "application/json",
+        r#"{"error":"INPUT0 and INPUT1 must have the same shape, got [2] and [1]"}"#,
+    );
     let r = h.post("/v2/models/repeat_decoupled/infer", "{}").await;
     assert_answer(
         &r,
