@@ -208,7 +208,7 @@ impl GatewayService {
             header.insert_header(*name, value.as_str())?;
         }
         header.insert_header("Content-Length", response.body_len().to_string())?;
-        header.insert_header("Via", via(session.req_header().version))?;
+        header.insert_header("Via", via(session.is_http2()))?;
         if close {
             session.set_keepalive(None);
         }
@@ -239,7 +239,7 @@ impl GatewayService {
             header.insert_header(*name, value.as_str())?;
         }
         header.insert_header("Transfer-Encoding", "chunked")?;
-        header.insert_header("Via", via(session.req_header().version))?;
+        header.insert_header("Via", via(session.is_http2()))?;
         if *shutdown.borrow() {
             session.set_keepalive(None);
         }
