@@ -61,6 +61,9 @@ pub const DEFAULT_EJECT_MS: u64 = 5_000;
 pub const DEFAULT_BODY_TIMEOUT_MS: u64 = 60_000;
 /// Kubernetes sends SIGKILL 30 s after SIGTERM; finish well before.
 pub const DEFAULT_GRACE_PERIOD_SECONDS: u64 = 10;
+/// Server metadata is the upstream's: stock clients (NVIDIA's examples,
+/// Triton's own client tests) check that `name` is `triton`.
+pub const DEFAULT_ANNOUNCE_GATEWAY: bool = false;
 /// One worker thread per core of the small machines gateways run on.
 pub const DEFAULT_THREADS: usize = 2;
 
@@ -169,6 +172,9 @@ pub struct Server {
     pub listen: String,
     pub threads: usize,
     pub grace_period_seconds: u64,
+    /// Server metadata (`GET /v2`, gRPC `ServerMetadata`) names the gateway
+    /// (`tensorgate` and its version) instead of the upstream server.
+    pub announce_gateway: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -271,6 +277,39 @@ pub struct Auth {
     pub keys_file_check_ms: u64,
     /// Endpoint groups anyone may call without a key.
     pub open_groups: Vec<String>,
+    /// Triton's `--http-restricted-api=<group,...>:<header>=<value>`: those
+    /// groups answer 403 unless the request carries the header with exactly
+    /// that value (checked before the API keys).
+    pub restricted_api: Vec<RestrictedApi>,
+}
+
+/// One `--http-restricted-api` entry, in Triton's form
+/// `model-repository,logging:admin-key=secret`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct RestrictedApi {
+    pub groups: Vec<String>,
+    pub header: String,
+    pub value: String,
+}
+
+impl TryFrom<String> for RestrictedApi {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<RestrictedApi, String> {
+        let form = || format!("restricted API {text:?}: the form is <group,...>:<header>=<value>");
+        let (groups, setting) = text.split_once(':').ok_or_else(form)?;
+        let (header, value) = setting.split_once('=').ok_or_else(form)?;
+        let groups: Vec<String> = groups.split(',').map(str::to_string).collect();
+        if groups.iter().any(String::is_empty) || header.is_empty() || value.is_empty() {
+            return Err(form());
+        }
+        Ok(RestrictedApi {
+            groups,
+            header: header.to_string(),
+            value: value.to_string(),
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -304,16 +343,28 @@ impl Default for Auth {
             keys_file_check_ms: 1000,
             // Load balancers and Kubernetes probe health without keys.
             open_groups: vec!["health".to_string()],
+            restricted_api: Vec::new(),
         }
     }
 }
 
 impl Auth {
     fn validate(&self) -> Result<(), String> {
+        let restricted: Vec<&String> = self.restricted_api.iter().flat_map(|r| &r.groups).collect();
+        if let Some(twice) = restricted
+            .iter()
+            .enumerate()
+            .find_map(|(i, g)| restricted[..i].contains(g).then_some(g))
+        {
+            return Err(format!(
+                "auth.restricted_api: group {twice:?} can not be in more than one entry"
+            ));
+        }
         let groups = self
             .open_groups
             .iter()
-            .chain(self.keys.iter().flat_map(|k| &k.groups));
+            .chain(self.keys.iter().flat_map(|k| &k.groups))
+            .chain(restricted);
         for group in groups {
             if !ENDPOINT_GROUPS.contains(&group.as_str()) {
                 return Err(format!(
@@ -351,6 +402,7 @@ impl Default for Server {
             listen: DEFAULT_LISTEN.to_string(),
             threads: DEFAULT_THREADS,
             grace_period_seconds: DEFAULT_GRACE_PERIOD_SECONDS,
+            announce_gateway: DEFAULT_ANNOUNCE_GATEWAY,
         }
     }
 }
@@ -609,6 +661,20 @@ mod tests {
         assert_eq!(config.v1, v1::V1::default());
         // The commented values are the defaults.
         assert_eq!(config.connections, Connections::default());
+        assert_eq!(config.server, Server::default());
+        assert_eq!(config.auth, Auth::default());
+        let triton = Config::from_toml(
+            "[auth]\nrestricted_api = [\"model-repository,logging:admin-key=a=b\"]",
+        )
+        .expect("Triton's form");
+        assert_eq!(
+            triton.auth.restricted_api,
+            [RestrictedApi {
+                groups: vec!["model-repository".into(), "logging".into()],
+                header: "admin-key".into(),
+                value: "a=b".into(),
+            }]
+        );
     }
 
     #[test]
@@ -626,6 +692,11 @@ mod tests {
             "[upstream.tls]\ncert_file = \"/nonexistent.pem\"",
             "[auth]\nopen_groups = [\"everything\"]",
             "[auth]\nkeys_file = \"/nonexistent/keys\"",
+            "[auth]\nrestricted_api = [\"logging\"]",
+            "[auth]\nrestricted_api = [\"logging:admin-key\"]",
+            "[auth]\nrestricted_api = [\"logging:=x\"]",
+            "[auth]\nrestricted_api = [\"everything:k=v\"]",
+            "[auth]\nrestricted_api = [\"logging:k=v\", \"trace,logging:k=w\"]",
             "[log]\nlevel = \"=[\"",
             "[limits]\nmax_input_size = 0",
             "[http]\nheader_forward_pattern = \"(\"",

@@ -1,43 +1,68 @@
 //! The `tensorgate` binary: parse the command line, load and validate the
 //! config, then run (the only place that exits the process).
 
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use tensorgate::config::Config;
+use clap::{Args, Parser, Subcommand};
+use tensorgate::config::{Config, RestrictedApi, DEFAULT_UPSTREAM};
 use tensorgate::Gateway;
 
 /// KServe v2 HTTP gateway in front of gRPC inference servers.
 #[derive(Parser, Debug, Clone)]
-#[command(version, about)]
+#[command(version, about, after_help = ENVIRONMENT, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Config file (TOML); see config/tensorgate.toml.
-    #[arg(long, global = true)]
-    config: Option<PathBuf>,
-    /// Address to listen on (IP:PORT).
-    #[arg(long, global = true)]
-    listen: Option<String>,
-    /// Upstream KServe v2 gRPC servers (HOST:PORT, comma-separated).
+    #[command(flatten)]
+    serve: ServeArgs,
+    /// Upstream KServe v2 gRPC servers (HOST:PORT, comma-separated)
+    /// [default: 127.0.0.1:8001, Triton's gRPC port, or upstream.addresses].
     #[arg(long, value_delimiter = ',')]
     upstream: Option<Vec<String>>,
-    /// Address of the admin listener: /metrics, /health, /backends (IP:PORT).
-    #[arg(long, global = true)]
+}
+
+/// The environment the binary reads, shown by `--help`.
+const ENVIRONMENT: &str = "Environment:
+  TENSORGATE_LOG  log filter, overrides log.level [default: info], e.g.
+                  TENSORGATE_LOG=tensorgate=debug,warn";
+
+/// The gateway's flags (with or without the embedded demo upstream). Each
+/// overrides its key in the config file.
+#[derive(Args, Debug, Clone, Default)]
+struct ServeArgs {
+    /// Config file (TOML); see config/tensorgate.toml.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Address to listen on, IP:PORT or HOST:PORT (e.g. localhost:8500)
+    /// [default: 127.0.0.1:8000, Triton's HTTP port, or server.listen].
+    #[arg(long)]
+    listen: Option<String>,
+    /// Address of the admin listener: /metrics, /health, /backends
+    /// (IP:PORT or HOST:PORT) [default: none, or admin.listen].
+    #[arg(long)]
     admin_listen: Option<String>,
-    /// Address of the gRPC passthrough listener (IP:PORT).
-    #[arg(long, global = true)]
+    /// Address of the gRPC passthrough listener (IP:PORT or HOST:PORT)
+    /// [default: none, or grpc.listen].
+    #[arg(long)]
     grpc_listen: Option<String>,
-    /// Max JSON header / JSON input / raw input / decompressed size, bytes.
-    #[arg(long, global = true)]
+    /// Max JSON header / JSON input / raw input / decompressed size, bytes
+    /// [default: 67108864 (64 MiB), or limits.max_input_size].
+    #[arg(long)]
     http_max_input_size: Option<usize>,
-    /// Max HTTP request body size, bytes.
-    #[arg(long, global = true)]
+    /// Max HTTP request body size, bytes [default: 268435456 (256 MiB), or
+    /// limits.max_body_size].
+    #[arg(long)]
     max_body_size: Option<usize>,
-    /// Forward matching request headers as string parameters (regex).
-    #[arg(long, global = true)]
+    /// Forward matching request headers as string parameters (regex)
+    /// [default: none, or http.header_forward_pattern].
+    #[arg(long)]
     header_forward_pattern: Option<String>,
+    /// Like Triton's: endpoint groups that need a header with a value,
+    /// <group,...>:<header>=<value> (repeatable; replaces auth.restricted_api).
+    #[arg(long, value_name = "GROUPS:HEADER=VALUE")]
+    http_restricted_api: Vec<String>,
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -47,14 +72,34 @@ enum Command {
         /// How many demo upstreams to start (a small fleet).
         #[arg(long, default_value_t = 1)]
         backends: usize,
+        #[command(flatten)]
+        serve: ServeArgs,
     },
-    /// Run only the embedded demo upstream (a fake KServe v2 gRPC server on
-    /// --listen), e.g. as a backend for tests and benchmarks.
-    DemoUpstream,
+    /// Run only the embedded demo upstream (a fake KServe v2 gRPC server),
+    /// e.g. as a backend for tests and benchmarks.
+    DemoUpstream {
+        /// Address to serve gRPC on, IP:PORT or HOST:PORT (the gateway's
+        /// default upstream, Triton's gRPC port).
+        #[arg(long, default_value = DEFAULT_UPSTREAM)]
+        listen: String,
+    },
+}
+
+impl Cli {
+    /// The gateway's flags, wherever they were given.
+    fn serve(&self) -> &ServeArgs {
+        match &self.command {
+            Some(Command::Demo { serve, .. }) => serve,
+            _ => &self.serve,
+        }
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::DemoUpstream { listen }) = &cli.command {
+        return demo_upstream(listen);
+    }
     let mut config = match load(&cli) {
         Ok(config) => config,
         Err(message) => {
@@ -71,10 +116,7 @@ fn main() -> ExitCode {
     };
     // Spans are exported until the process ends (pingora exits on its own).
     std::mem::forget(telemetry);
-    if let Some(Command::DemoUpstream) = cli.command {
-        return demo_upstream(&config.server.listen);
-    }
-    if let Some(Command::Demo { backends }) = cli.command {
+    if let Some(Command::Demo { backends, .. }) = cli.command {
         config.upstream.addresses.clear();
         for _ in 0..backends.max(1) {
             let addr = "127.0.0.1:0".parse().expect("literal address");
@@ -120,46 +162,114 @@ fn main() -> ExitCode {
     }
 }
 
-/// File (if any), then command-line overrides, then validation.
+/// File (if any), then command-line overrides (a bad one named by its
+/// flag), listen addresses resolved, then validation.
 fn load(cli: &Cli) -> Result<Config, String> {
-    let mut config = match &cli.config {
+    let flags = cli.serve();
+    let mut config = match &flags.config {
         Some(path) => Config::from_file(path)?,
         None => Config::default(),
     };
-    if let Some(listen) = &cli.listen {
-        config.server.listen = listen.clone();
-    }
+    // Each listen address: the flag's (named by the flag) or the file's
+    // (named by its key).
+    let listen =
+        |flag: &str, given: &Option<String>, key: &str, configured: &mut Option<String>| {
+            match given {
+                Some(value) => *configured = Some(listen_address(flag, value)?),
+                None => {
+                    if let Some(value) = configured.as_deref() {
+                        *configured = Some(listen_address(key, value)?);
+                    }
+                }
+            }
+            Ok::<(), String>(())
+        };
+    let mut server_listen = Some(config.server.listen.clone());
+    listen(
+        "--listen",
+        &flags.listen,
+        "server.listen",
+        &mut server_listen,
+    )?;
+    config.server.listen = server_listen.unwrap_or_default();
+    listen(
+        "--admin-listen",
+        &flags.admin_listen,
+        "admin.listen",
+        &mut config.admin.listen,
+    )?;
+    listen(
+        "--grpc-listen",
+        &flags.grpc_listen,
+        "grpc.listen",
+        &mut config.grpc.listen,
+    )?;
+    listen("", &None, "tls.listen", &mut config.tls.listen)?;
     if let Some(upstream) = &cli.upstream {
         config.upstream.addresses = upstream.clone();
     }
-    if let Some(listen) = &cli.admin_listen {
-        config.admin.listen = Some(listen.clone());
-    }
-    if let Some(listen) = &cli.grpc_listen {
-        config.grpc.listen = Some(listen.clone());
-    }
-    if let Some(n) = cli.http_max_input_size {
+    if let Some(n) = flags.http_max_input_size {
         config.limits.max_input_size = n;
     }
-    if let Some(n) = cli.max_body_size {
+    if let Some(n) = flags.max_body_size {
         config.limits.max_body_size = n;
     }
-    if let Some(p) = &cli.header_forward_pattern {
+    if let Some(p) = &flags.header_forward_pattern {
         config.http.header_forward_pattern = Some(p.clone());
+    }
+    if !flags.http_restricted_api.is_empty() {
+        config.auth.restricted_api = flags
+            .http_restricted_api
+            .iter()
+            .map(|r| {
+                RestrictedApi::try_from(r.clone())
+                    .map_err(|e| format!("--http-restricted-api: {e}"))
+            })
+            .collect::<Result<_, _>>()?;
     }
     config.validate()?;
     Ok(config)
 }
 
+/// A listen address as `IP:PORT`: given so, or a `HOST:PORT` the OS
+/// resolves once, now (`localhost:8500`; its first IPv4 address, else its
+/// first). `what` (the flag or config key) names it in errors.
+fn listen_address(what: &str, value: &str) -> Result<String, String> {
+    if value.parse::<SocketAddr>().is_ok() {
+        return Ok(value.to_string());
+    }
+    let form = |why: String| format!("{what} must be IP:PORT or HOST:PORT, got {value:?}: {why}");
+    let addrs: Vec<SocketAddr> = value
+        .to_socket_addrs()
+        .map_err(|e| form(e.to_string()))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .map(SocketAddr::to_string)
+        .ok_or_else(|| form("the name resolves to no address".into()))
+}
+
 /// `tensorgate demo-upstream`: serves the demo models over gRPC until killed.
 fn demo_upstream(listen: &str) -> ExitCode {
-    let addr = match listen.parse() {
+    let addr = match listen_address("--listen", listen)
+        .and_then(|a| a.parse::<SocketAddr>().map_err(|e| e.to_string()))
+    {
         Ok(addr) => addr,
-        Err(_) => {
-            eprintln!("tensorgate: --listen must be IP:PORT, got {listen:?}");
+        Err(message) => {
+            eprintln!("tensorgate: {message}");
             return ExitCode::from(2);
         }
     };
+    let telemetry = match tensorgate::telemetry::Telemetry::init(&Default::default()) {
+        Ok(telemetry) => telemetry,
+        Err(message) => {
+            eprintln!("tensorgate: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    std::mem::forget(telemetry);
     match tensorgate_demo::DemoUpstream::start_in_background(addr) {
         Ok(demo) => {
             tracing::info!(listen = %demo.local_addr(), "demo upstream serving");
@@ -168,7 +278,7 @@ fn demo_upstream(listen: &str) -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("tensorgate: cannot start the demo upstream: {e}");
+            eprintln!("tensorgate: cannot start the demo upstream on {addr}: {e}");
             ExitCode::from(1)
         }
     }

@@ -13,6 +13,9 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::config::{Log, LogFormat};
 
+/// The environment variable that overrides `log.level`.
+const LOG_VARIABLE: &str = "TENSORGATE_LOG";
+
 /// Keeps the exporter alive; flushes spans on [`Telemetry::flush`] and drop.
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
@@ -22,10 +25,14 @@ pub struct Telemetry {
 
 impl Telemetry {
     /// Installs the global subscriber (once per process). `TENSORGATE_LOG`
-    /// overrides `log.level`.
+    /// overrides `log.level`; an invalid one is an error naming it.
     pub fn init(log: &Log) -> Result<Telemetry, String> {
-        let filter = EnvFilter::try_from_env("TENSORGATE_LOG")
-            .unwrap_or_else(|_| EnvFilter::new(&log.level));
+        let filter = match std::env::var(LOG_VARIABLE) {
+            Ok(value) => EnvFilter::try_new(&value)
+                .map_err(|e| format!("{LOG_VARIABLE}={value:?} is not a log filter: {e}"))?,
+            Err(std::env::VarError::NotPresent) => EnvFilter::new(&log.level),
+            Err(e) => return Err(format!("{LOG_VARIABLE}: {e}")),
+        };
         let filter = quiet_health_flips(filter);
         let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
         let fmt = match log.format {

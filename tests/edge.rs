@@ -265,6 +265,12 @@ fn malformed_requests_get_json_refusals() {
             Some("close"),
             "{name}"
         );
+        // Refused heads too say who answered.
+        assert_eq!(
+            header(head, "via").as_deref(),
+            Some("1.1 tensorgate"),
+            "{name}"
+        );
         assert!(body.starts_with(r#"{"error":""#), "{name}: {body}");
         assert!(body.contains(text), "{name}: {body}");
     }

@@ -624,3 +624,22 @@ async fn api_keys_and_groups_apply_to_grpc_calls() {
         "refused calls never reach the upstream"
     );
 }
+
+#[tokio::test]
+async fn server_metadata_names_the_gateway_when_configured() {
+    let demo = DemoUpstream::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("demo upstream starts");
+    let addresses = vec![demo.local_addr().to_string()];
+    let (_gateway, mut client, _server) =
+        passthrough(addresses, |c| c.server.announce_gateway = true).await;
+    let metadata = client
+        .server_metadata(ServerMetadataRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(metadata.name, "tensorgate");
+    assert_eq!(metadata.version, env!("CARGO_PKG_VERSION"));
+    // The extensions stay the upstream's: the passthrough relays every call.
+    assert!(metadata.extensions.contains(&"trace".to_string()));
+}

@@ -4,8 +4,8 @@
 
 mod support;
 
-use support::{text, Harness};
-use tensorgate::config::ApiKey;
+use support::{assert_answer, text, Harness};
+use tensorgate::config::{ApiKey, RestrictedApi};
 
 const ADD_SUB: &str = "/v2/models/add_sub/infer";
 const BODY: &str = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1],"data":[1]},{"name":"INPUT1","datatype":"FP32","shape":[1],"data":[2]}]}"#;
@@ -15,6 +15,40 @@ fn key(k: &str, groups: &[&str]) -> ApiKey {
         key: k.to_string(),
         groups: groups.iter().map(|g| g.to_string()).collect(),
     }
+}
+
+/// Triton's `--http-restricted-api=model-repository,logging:admin-key=secret`.
+#[tokio::test]
+async fn tritons_restricted_apis_need_their_header() {
+    let restricted = "model-repository,logging:admin-key=secret".to_string();
+    let h = Harness::start_with(|c| {
+        c.auth.restricted_api = vec![RestrictedApi::try_from(restricted).unwrap()];
+    })
+    .await;
+    let refused = r#"{"error":"This API is restricted, expecting header 'admin-key'"}"#;
+    let index = "/v2/repository/index";
+    for headers in [
+        &[][..],
+        &[("admin-key", "wrong")],
+        &[("admin-key", "secret ")],
+    ] {
+        let r = h.send(http::Method::POST, index, headers, "").await;
+        assert_answer(&r, 403, "text/plain", refused);
+        let r = h.send(http::Method::GET, "/v2/logging", headers, "").await;
+        assert_answer(&r, 403, "text/plain", refused);
+    }
+    // Before the method check, as on Triton.
+    let r = h.get(index).await;
+    assert_answer(&r, 403, "text/plain", refused);
+    // The header (any case) with the value opens them; other groups are open.
+    for name in ["admin-key", "Admin-Key"] {
+        let r = h
+            .send(http::Method::POST, index, &[(name, "secret")], "")
+            .await;
+        assert_eq!(r.status, 200, "{}", text(&r));
+    }
+    assert_eq!(h.post(ADD_SUB, BODY).await.status, 200);
+    assert_eq!(h.get("/v2/models/add_sub/config").await.status, 200);
 }
 
 #[tokio::test]

@@ -203,9 +203,9 @@ async fn a_refused_connection_is_retried_on_another_backend() {
 }
 
 #[tokio::test]
-async fn a_requests_timeout_parameter_is_its_deadline() {
-    let fleet = Fleet::start(1, |_| {}).await;
-    let body = r#"{"parameters":{"timeout":50000,"delay_ms":2000},"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1],"data":[1]}]}"#;
+async fn the_configured_deadline_bounds_a_call() {
+    let fleet = Fleet::start(1, |c| c.upstream.request_timeout_ms = 50).await;
+    let body = r#"{"parameters":{"delay_ms":2000},"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1],"data":[1]}]}"#;
     let start = std::time::Instant::now();
     let r = fleet
         .post("/v2/models/slow_identity/infer", &[], body)

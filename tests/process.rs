@@ -89,6 +89,22 @@ fn the_demo_answers_like_triton_and_keeps_the_connection() {
 }
 
 #[test]
+fn answers_say_via_tensorgate_while_the_metadata_is_the_upstreams() {
+    let gw = GatewayProcess::demo(&[]);
+    let mut s = connect(&gw);
+    for path in ["/v2", "/v2/health/live", "/v2/nothing"] {
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+            .unwrap();
+        let a = read_answer(&mut s);
+        assert_eq!(a.header("Via").as_deref(), Some("1.1 tensorgate"), "{path}");
+        if path == "/v2" {
+            let body = String::from_utf8(a.body).unwrap();
+            assert!(body.starts_with(r#"{"name":"demo","#), "{body}");
+        }
+    }
+}
+
+#[test]
 fn expect_continue_is_answered_before_the_body() {
     let gw = GatewayProcess::demo(&[]);
     let mut s = connect(&gw);
@@ -164,6 +180,84 @@ fn an_invalid_config_exits_before_binding() {
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("upstream.addresses: each must be HOST:PORT")
     );
+}
+
+/// The binary's exit code and stderr with `args` (and `env`).
+fn run(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tensorgate"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), text.into_owned())
+}
+
+#[test]
+fn a_newcomer_is_told_what_went_wrong_and_where() {
+    // An invalid TENSORGATE_LOG is an error naming the variable.
+    let (code, text) = run(
+        &["demo", "--listen", "127.0.0.1:0"],
+        &[("TENSORGATE_LOG", "=[")],
+    );
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains(r#"TENSORGATE_LOG="=[" is not a log filter"#),
+        "{text}"
+    );
+    // A bad --listen is named by the flag, a bad file value by its key.
+    let (code, text) = run(&["--listen", "nope"], &[]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains(r#"--listen must be IP:PORT or HOST:PORT, got "nope""#),
+        "{text}"
+    );
+    let config =
+        std::env::temp_dir().join(format!("tensorgate-listen-{}.toml", std::process::id()));
+    std::fs::write(&config, "[grpc]\nlisten = \"nope\"\n").unwrap();
+    let (code, text) = run(&["--config", config.to_str().unwrap()], &[]);
+    let _ = std::fs::remove_file(&config);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains(r#"grpc.listen must be IP:PORT or HOST:PORT, got "nope""#),
+        "{text}"
+    );
+    // The demo upstream on a taken port names the address.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, text) = run(&["demo-upstream", "--listen", &addr], &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains(&format!("cannot start the demo upstream on {addr}")),
+        "{text}"
+    );
+}
+
+#[test]
+fn help_shows_the_defaults_and_the_environment() {
+    let (code, text) = run(&["--help"], &[]);
+    assert_eq!(code, Some(0));
+    for shown in ["127.0.0.1:8000", "127.0.0.1:8001", "TENSORGATE_LOG"] {
+        assert!(text.contains(shown), "{shown}: {text}");
+    }
+    // demo-upstream lists only what it uses.
+    let (code, text) = run(&["demo-upstream", "--help"], &[]);
+    assert_eq!(code, Some(0));
+    let flags: Vec<&str> = text
+        .split_whitespace()
+        .filter(|w| w.starts_with("--"))
+        .collect();
+    assert_eq!(flags, ["--listen", "--help"], "{text}");
+}
+
+#[test]
+fn a_host_name_is_resolved_at_start() {
+    // localhost comes from the hosts file: loopback, no DNS.
+    let gw = GatewayProcess::demo(&["--listen", "localhost:0"]);
+    assert!(gw.addr.ip().is_loopback(), "{}", gw.addr);
+    let mut s = connect(&gw);
+    s.write_all(&get("/v2/health/ready")).unwrap();
+    assert_eq!(read_answer(&mut s).status(), 200);
 }
 
 fn get(path: &str) -> Vec<u8> {

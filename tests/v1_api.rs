@@ -151,8 +151,7 @@ async fn strings_and_half_floats_with_a_batch_dimension() {
 #[tokio::test]
 async fn scheduling_fields_become_v2_parameters() {
     let h = Harness::start().await;
-    // 60 s: the timeout is a real upstream deadline, so a short one could
-    // expire on a slow (debug, busy) machine and fail the call.
+    // The timeout is Triton's queueing timeout, only forwarded.
     let text = r#"batch_size: 1 input { name: "INPUT0" dims: 1 } output { name: "OUTPUT0" } id: 77 correlation_id: 5 flags: 2 priority: 3 timeout_microseconds: 60000000"#;
     let r = infer(
         &h,

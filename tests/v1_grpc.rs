@@ -170,7 +170,8 @@ async fn infer_raw_and_classes_at_batch_two() {
         (meta.model_name.as_str(), meta.batch_size, meta.id),
         ("simple", 2, 3)
     );
-    assert_eq!(r.raw_output.len(), 1);
+    assert_eq!(r.raw_output.len(), 2);
+    assert!(r.raw_output[1].is_empty(), "OUTPUT0 is a class output");
     let diff: Vec<i32> = r.raw_output[0]
         .chunks_exact(4)
         .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -183,6 +184,44 @@ async fn infer_raw_and_classes_at_batch_two() {
         .collect();
     // OUTPUT0 = INPUT0 + INPUT1: entry 0 peaks at 15 + 115, entry 1 at 31 + 131.
     assert_eq!(classes, [(15, 130.0), (15, 162.0)]);
+}
+
+/// TRTIS sent one `raw_output` per requested output, in order, empty when
+/// it is not raw: the 1.11 client indexes it by position, so a CLASS output
+/// listed first must not shift the RAW one (`Expected RAW output`).
+#[tokio::test]
+async fn a_class_output_listed_first_keeps_its_raw_output_place() {
+    let mut s = start().await;
+    let outputs = vec![
+        Output {
+            name: "OUTPUT0".into(),
+            cls: Some(Class { count: 2 }),
+            ..Default::default()
+        },
+        Output {
+            name: "OUTPUT1".into(),
+            ..Default::default()
+        },
+    ];
+    let check = |r: pb::InferResponse| {
+        assert_eq!(code(&r.request_status).0, pb::RequestStatusCode::Success);
+        assert_eq!(r.raw_output.len(), 2);
+        assert!(r.raw_output[0].is_empty());
+        assert_eq!(r.raw_output[1].len(), 16 * 4);
+        let meta = r.meta_data.expect("meta_data");
+        assert_eq!(meta.output[0].batch_classes.len(), 1);
+        assert!(meta.output[1].raw.is_some());
+    };
+    let request = simple_request(1, outputs);
+    check(s.client.infer(request.clone()).await.unwrap().into_inner());
+    let requests = tokio_stream::iter([request.clone(), request]);
+    let mut answers = s.client.stream_infer(requests).await.unwrap().into_inner();
+    let mut n = 0;
+    while let Some(answer) = answers.message().await.unwrap() {
+        check(answer);
+        n += 1;
+    }
+    assert_eq!(n, 2);
 }
 
 #[tokio::test]

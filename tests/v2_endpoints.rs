@@ -11,18 +11,32 @@ async fn health_and_server_metadata() {
     let h = Harness::start().await;
     assert_answer(&h.get("/v2/health/live").await, 200, "text/plain", "");
     assert_answer(&h.get("/v2/health/ready").await, 200, "text/plain", "");
-    let r = h.get("/v2").await;
-    assert_eq!(r.status, 200);
-    let body = text(&r);
-    assert!(
-        body.starts_with(r#"{"name":"tensorgate","version":""#),
-        "{body}"
+    // The upstream's name and version (stock clients check them), and the
+    // extensions the gateway serves, in the upstream's order.
+    let version = env!("CARGO_PKG_VERSION");
+    let extensions = r#"["classification","model_repository","model_configuration","system_shared_memory","cuda_shared_memory","binary_tensor_data","parameters","statistics","trace","logging"]"#;
+    assert_answer(
+        &h.get("/v2").await,
+        200,
+        "application/json",
+        &format!(r#"{{"name":"demo","version":"{version}","extensions":{extensions}}}"#),
     );
-    assert!(body.ends_with(r#""binary_tensor_data"]}"#), "{body}");
-    assert!(
-        body.contains(r#""classification""#),
-        "extensions both sides support: {body}"
+    // The gateway names itself on /v2/tensorgate/... whatever /v2 says.
+    let view = text(&h.get("/v2/tensorgate/backends").await);
+    let gateway =
+        format!(r#"{{"gateway":{{"name":"tensorgate","version":"{version}"}},"backends":["#);
+    assert!(view.starts_with(&gateway), "{view}");
+}
+
+#[tokio::test]
+async fn the_gateway_announces_itself_when_configured() {
+    let h = Harness::start_with(|c| c.server.announce_gateway = true).await;
+    let body = text(&h.get("/v2").await);
+    let named = format!(
+        r#"{{"name":"tensorgate","version":"{}","extensions":["#,
+        env!("CARGO_PKG_VERSION")
     );
+    assert!(body.starts_with(&named), "{body}");
 }
 
 #[tokio::test]

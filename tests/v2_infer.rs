@@ -179,12 +179,31 @@ async fn sizes_are_checked_before_anything_goes_upstream() {
         "application/json",
         r#"{"error":"unexpected additional input data for model 'add_sub'"}"#,
     );
-    let r = h.post_binary(ADD_SUB, json, &[0u8; 20]).await;
+    // INPUT1 wrong, or both wrong: Triton names the last one in request order.
+    let both = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":4}},{"name":"INPUT1","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":12}}]}"#;
+    for (json, tail) in [(json, 20), (both, 16)] {
+        let r = h.post_binary(ADD_SUB, json, &vec![0u8; tail]).await;
+        assert_answer(
+            &r,
+            400,
+            "application/json",
+            r#"{"error":"[request id: <id_unknown>] input byte size mismatch for input 'INPUT1' for model 'add_sub'. Expected 8, got 12"}"#,
+        );
+    }
+    // A first element running past the data counts as one, as in Triton's core.
+    let overrun = r#"{"inputs":[{"name":"INPUT0","datatype":"BYTES","shape":[1,2],"parameters":{"binary_data_size":11}}]}"#;
+    let r = h
+        .post_binary(
+            "/v2/models/identity_bytes/infer",
+            overrun,
+            b"\x64\x00\x00\x00abcdefg",
+        )
+        .await;
     assert_answer(
         &r,
         400,
         "application/json",
-        r#"{"error":"[request id: <id_unknown>] input byte size mismatch for input 'INPUT1' for model 'add_sub'. Expected 8, got 12"}"#,
+        r#"{"error":"[request id: <id_unknown>] expected 2 string elements for inference input 'INPUT0' for model 'identity_bytes', got 1"}"#,
     );
     let bytes_json = r#"{"inputs":[{"name":"INPUT0","datatype":"BYTES","shape":[1,1],"parameters":{"binary_data_size":7}}]}"#;
     let r = h
@@ -197,7 +216,7 @@ async fn sizes_are_checked_before_anything_goes_upstream() {
     assert_answer(
         &r,
         400,
-        "text/plain",
+        "application/json",
         r#"{"error":"incomplete string data for inference input 'INPUT0', expecting string of length 10 but only 3 bytes available"}"#,
     );
     let huge = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[18446744073709551615],"data":[1]}]}"#;
@@ -264,6 +283,15 @@ async fn upstream_errors_pass_through_with_mapped_status() {
         400,
         "application/json",
         r#"{"error":"[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'add_sub'. Got input(s) ['INPUT0'], but missing required input(s) ['INPUT1']. Please provide all required input(s)."}"#,
+    );
+    // The model refuses inputs of different shapes: the client's mistake.
+    let body = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[2],"data":[1,2]},{"name":"INPUT1","datatype":"FP32","shape":[1],"data":[3]}]}"#;
+    let r = h.post(ADD_SUB, body).await;
+    assert_answer(
+        &r,
+        400,
+        "application/json",
+        r#"{"error":"INPUT0 and INPUT1 must have the same shape, got [2] and [1]"}"#,
     );
     let r = h.post("/v2/models/repeat_decoupled/infer", "{}").await;
     assert_answer(

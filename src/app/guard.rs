@@ -1,4 +1,5 @@
-//! Who may call what, and how much: API keys per endpoint group (401/403),
+//! Who may call what, and how much: Triton's restricted APIs (a header and
+//! its value per endpoint group, 403), API keys per endpoint group (401/403),
 //! per-client rate and concurrency limits (429 + `Retry-After`) and the
 //! global in-flight cap (503 + `Retry-After`, rather than unbounded
 //! queueing). Runs once per request, after classification and before any
@@ -23,6 +24,8 @@ use crate::metrics::Metrics;
 type Keys = HashMap<String, Option<Vec<String>>>;
 
 pub struct Guard {
+    /// Triton's restricted APIs: group → (header, value).
+    restricted: HashMap<String, (String, String)>,
     open_groups: Vec<String>,
     inline: Keys,
     file: Option<KeysFile>,
@@ -72,7 +75,17 @@ impl Guard {
                 )
             })
             .collect();
+        let restricted = auth
+            .restricted_api
+            .iter()
+            .flat_map(|r| {
+                r.groups
+                    .iter()
+                    .map(|g| (g.clone(), (r.header.clone(), r.value.clone())))
+            })
+            .collect();
         Guard {
+            restricted,
             open_groups: auth.open_groups.clone(),
             inline,
             file: auth.keys_file.clone().map(|path| KeysFile {
@@ -91,6 +104,30 @@ impl Guard {
             max_inflight: limits.max_inflight as i64,
             inflight: Arc::default(),
         }
+    }
+
+    /// Triton's restricted APIs (`--http-restricted-api`), checked before
+    /// anything else: a restricted group needs its header (`header` looks
+    /// one up by name, case-insensitively) with exactly the configured
+    /// value; else Triton's 403, `text/plain`, naming the header.
+    pub fn restricted<'a>(
+        &self,
+        group: &str,
+        header: impl Fn(&str) -> Option<&'a [u8]>,
+        metrics: &Metrics,
+    ) -> Result<()> {
+        let Some((name, value)) = self.restricted.get(group) else {
+            return Ok(());
+        };
+        if header(name) == Some(value.as_bytes()) {
+            return Ok(());
+        }
+        metrics.rejected.with_label_values(&["auth"]).inc();
+        Err(Error::new(
+            Kind::Forbidden,
+            format!("This API is restricted, expecting header '{name}'"),
+        )
+        .plain())
     }
 
     fn auth_enabled(&self) -> bool {

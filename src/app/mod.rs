@@ -9,6 +9,7 @@ mod connections;
 pub(crate) mod fanout;
 pub(crate) mod guard;
 mod inflight;
+pub(crate) mod metadata;
 mod models;
 pub(crate) mod v1;
 

@@ -1,18 +1,24 @@
-//! `GET /v2/tensorgate/backends`: what the gateway knows of its upstream
-//! group, for operators: each backend's address, health, in-flight count,
-//! requests served and the models it serves.
+//! `GET /v2/tensorgate/backends`: the gateway itself (name and version,
+//! whatever the server metadata announces) and what it knows of its
+//! upstream group, for operators: each backend's address, health,
+//! in-flight count, requests served and the models it serves.
 
+use crate::app::metadata::{GATEWAY_NAME, GATEWAY_VERSION};
 use crate::upstream::{Models, Pool};
 use crate::wire::json_write::{write_str, write_u64};
 
-/// `{"backends":[{"address":..,"usable":..,"seen_ready":..,"healthy":..,
+/// `{"gateway":{"name":"tensorgate","version":".."},"backends":[{"address":..,"usable":..,"seen_ready":..,"healthy":..,
 /// "ejected":..,"draining":..,"last_error":".."|null,"inflight":..,
 /// "served":..,"models":[..]|null}]}` (`healthy` is false until a check
 /// has passed once; `last_error` is the latest failure of a check or a
 /// request since the backend last answered; `models` is null when the
 /// backend has no repository index).
 pub fn backends_json(pool: &Pool) -> Vec<u8> {
-    let mut out = b"{\"backends\":[".to_vec();
+    let mut out = b"{\"gateway\":{\"name\":".to_vec();
+    write_str(&mut out, GATEWAY_NAME.as_bytes());
+    out.extend_from_slice(b",\"version\":");
+    write_str(&mut out, GATEWAY_VERSION.as_bytes());
+    out.extend_from_slice(b"},\"backends\":[");
     for (i, b) in pool.backends().iter().enumerate() {
         if i > 0 {
             out.push(b',');

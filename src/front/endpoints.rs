@@ -2,6 +2,7 @@
 //! matching RPC, render Triton's answer.
 
 use crate::app::fanout::{CallOptions, Control};
+use crate::app::metadata::Front;
 use crate::app::Gateway;
 use crate::error::{Error, Result};
 use crate::front::http::{HttpRequest, HttpResponse};
@@ -12,22 +13,6 @@ use crate::translate::to_grpc::endpoints as req_pb;
 use crate::upstream::call::rpc;
 use crate::upstream::Target;
 use http::Method;
-
-/// Extensions the gateway itself implements on the HTTP side; the answer
-/// lists those the upstream also reports, plus the HTTP-only ones.
-const GATEWAY_EXTENSIONS: [&str; 9] = [
-    "classification",
-    "sequence",
-    "model_repository",
-    "model_repository(unload_dependents)",
-    "schedule_policy",
-    "model_configuration",
-    "system_shared_memory",
-    "cuda_shared_memory",
-    "statistics",
-];
-/// Extensions that exist only on the HTTP side, provided by the gateway.
-const HTTP_ONLY_EXTENSIONS: [&str; 1] = ["binary_tensor_data"];
 
 /// A request about one model: only backends serving it.
 fn model(name: &str) -> Target<'_> {
@@ -71,9 +56,9 @@ impl Gateway {
             }
             Route::ServerMetadata => {
                 let r = rpc!(pool, ANY, server_metadata, pb::ServerMetadataRequest {})?;
-                json(render::server_metadata_json(&gateway_metadata(
-                    &r.extensions,
-                )))
+                json(render::server_metadata_json(
+                    &self.server_metadata(r, Front::Http),
+                ))
             }
             Route::ModelMetadata(m) => {
                 let r = rpc!(
@@ -225,22 +210,6 @@ impl Gateway {
         }
         let body = format!("{{\"{key}\":{ok}}}");
         HttpResponse::new(status, "application/json", vec![body.into()])
-    }
-}
-
-/// Our own server metadata: the extensions the upstream reports that the
-/// gateway also implements, plus the HTTP-only ones.
-fn gateway_metadata(upstream_extensions: &[String]) -> pb::ServerMetadataResponse {
-    let mut extensions: Vec<String> = GATEWAY_EXTENSIONS
-        .iter()
-        .filter(|e| upstream_extensions.iter().any(|u| u == *e))
-        .map(|e| (*e).to_string())
-        .collect();
-    extensions.extend(HTTP_ONLY_EXTENSIONS.iter().map(|e| (*e).to_string()));
-    pb::ServerMetadataResponse {
-        name: "tensorgate".to_string(),
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        extensions,
     }
 }
 

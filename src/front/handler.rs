@@ -123,9 +123,10 @@ impl Gateway {
     /// Access rules, then the route's answer; every failure an answer.
     async fn answer_route(&self, route: &Route, req: &HttpRequest) -> Answer {
         let credential = bearer(req.header("Authorization"));
-        let _permit = match self
-            .guard()
-            .admit(route.group(), credential, req.peer, self.metrics())
+        let guard = self.guard();
+        let _permit = match guard
+            .restricted(route.group(), |name| req.header(name), self.metrics())
+            .and_then(|()| guard.admit(route.group(), credential, req.peer, self.metrics()))
         {
             Ok(permit) => permit,
             Err(error) => return Answer::Full(crate::front::v1::refusal(self, route, &error)),

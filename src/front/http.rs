@@ -7,6 +7,18 @@ use http::Method;
 
 use crate::error::Error;
 
+/// The `Via` value of every answer (RFC 9110 §7.6.3): the protocol the
+/// request came in with (h2 or HTTP/1.1; known even when its head was
+/// refused) and the gateway's name, so a client can tell it is talking
+/// through tensorgate while the server metadata is the upstream's.
+pub(crate) fn via(http2: bool) -> &'static str {
+    if http2 {
+        "2 tensorgate"
+    } else {
+        "1.1 tensorgate"
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct HttpRequest {
     pub method: Method,

@@ -50,7 +50,10 @@ impl Gateway {
     }
 
     /// `ModelInfer` on a backend serving the model (the sequence's own
-    /// backend for sequence requests), within the request's deadline.
+    /// backend for sequence requests), within the gateway's own deadline
+    /// (`upstream.request_timeout_ms`). The request's `timeout` parameter
+    /// is Triton's queueing timeout: forwarded as a parameter only, for the
+    /// server to enforce, as on Triton.
     pub(crate) async fn call_infer(
         &self,
         request: &InferRequest,
@@ -61,8 +64,7 @@ impl Gateway {
             model: Some(&request.model_name),
             sequence: sequence.as_deref(),
         };
-        let deadline = requested_timeout(request);
-        let response = rpc!(self.pool(), target, deadline, model_infer, message)?;
+        let response = rpc!(self.pool(), target, model_infer, message)?;
         Ok(from_grpc::model_infer(response, &request.id))
     }
 
@@ -118,15 +120,5 @@ impl Gateway {
             headers,
             body,
         }
-    }
-}
-
-/// The request's `timeout` parameter (microseconds, Triton's unit), if any.
-fn requested_timeout(request: &InferRequest) -> Option<std::time::Duration> {
-    let (_, value) = request.parameters.iter().find(|(k, _)| k == "timeout")?;
-    match value {
-        Param::Uint64(us) if *us > 0 => Some(std::time::Duration::from_micros(*us)),
-        Param::Int64(us) if *us > 0 => Some(std::time::Duration::from_micros(*us as u64)),
-        _ => None,
     }
 }

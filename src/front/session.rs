@@ -15,7 +15,7 @@ use pingora_http::ResponseHeader;
 
 use crate::app::Gateway;
 use crate::error::{Error, Kind};
-use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedResponse};
+use crate::front::http::{via, Answer, HttpRequest, HttpResponse, StreamedResponse};
 use crate::front::route::Route;
 
 /// Answers the gateway's routes (every route is answered here; nothing is
@@ -208,6 +208,7 @@ impl GatewayService {
             header.insert_header(*name, value.as_str())?;
         }
         header.insert_header("Content-Length", response.body_len().to_string())?;
+        header.insert_header("Via", via(session.is_http2()))?;
         if close {
             session.set_keepalive(None);
         }
@@ -238,6 +239,7 @@ impl GatewayService {
             header.insert_header(*name, value.as_str())?;
         }
         header.insert_header("Transfer-Encoding", "chunked")?;
+        header.insert_header("Via", via(session.is_http2()))?;
         if *shutdown.borrow() {
             session.set_keepalive(None);
         }

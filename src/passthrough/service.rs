@@ -17,6 +17,7 @@ use super::stream::ResponseStream;
 use super::unary::{unary, Aim};
 use crate::app::fanout::{CallOptions, Control, Placed};
 use crate::app::guard::Permit;
+use crate::app::metadata::Front;
 use crate::app::Gateway;
 use crate::proto::inference as pb;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceService;
@@ -107,13 +108,17 @@ impl GrpcInferenceService for Passthrough {
         unary!(self, request, aim, model_ready)
     }
 
-    /// The upstream's own answer: the client talks to the server.
+    /// The upstream's own answer: the client talks to the server (unless
+    /// `server.announce_gateway` names the gateway).
     async fn server_metadata(
         &self,
         request: Request<pb::ServerMetadataRequest>,
     ) -> Answer<pb::ServerMetadataResponse> {
         let _permit = self.admit(&request, "metadata")?;
-        unary!(self, request, Aim::ANY, server_metadata)
+        let mut response = unary!(self, request, Aim::ANY, server_metadata)?;
+        let upstream = std::mem::take(response.get_mut());
+        *response.get_mut() = self.gateway.server_metadata(upstream, Front::Grpc);
+        Ok(response)
     }
 
     async fn model_metadata(

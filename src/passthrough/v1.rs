@@ -3,9 +3,10 @@
 //! front (same status assembly, same infer core). As in TRTIS, outcomes
 //! travel in each answer's `request_status` (code and message from the
 //! error table); the gRPC status itself is OK. Class results are in the
-//! infer answer's `meta_data` (gRPC has no trailer). Not mounted on a
-//! listener here: the gRPC passthrough listener mounts
-//! [`V1GrpcService::server`].
+//! infer answer's `meta_data` (gRPC has no trailer); `raw_output` has one
+//! entry per requested output, empty when it is not raw. Served on the
+//! gRPC passthrough listener (`--grpc-listen`), which mounts
+//! [`V1GrpcService::server`] beside the v2 service.
 
 use std::pin::Pin;
 use std::sync::Arc;

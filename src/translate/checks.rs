@@ -2,7 +2,8 @@
 //! upstream: building raw binary requests from the model signature
 //! (protocol §2.7), refusing classification the upstream would crash on
 //! (§3.5), and validating tensor byte sizes and BYTES framing (§2.8) so no
-//! malformed tensor ever reaches the upstream. Texts are Triton core's.
+//! malformed tensor ever reaches the upstream. Texts, and the order in
+//! which inputs are checked, are Triton core's.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -135,28 +136,36 @@ pub fn classification(request: &InferRequest, info: Option<&ModelInfo>) -> Resul
 }
 
 /// Validates every raw input's byte size against shape × element size, and
-/// BYTES framing element by element (including the last element's length,
-/// which Triton's core does not check). Inputs the upstream will reject
-/// earlier for another reason (unknown name, wrong datatype, wrong shape)
-/// are left to it, so its error text wins as it would on Triton.
+/// BYTES framing, the way Triton's core does: the inputs in the reverse of
+/// request order (so the *last* wrong input in the request is the one
+/// named, as Triton 2.51 answers), each one's datatype and shape before its
+/// size; BYTES elements counted as the core counts them (an element whose
+/// length runs past the data still counts, and ends the walk). A request
+/// the upstream refuses before it gets to sizes (unknown or missing inputs,
+/// batch sizes), or an input whose datatype or shape is wrong, is left to
+/// the upstream, so its error text wins as it would on Triton. Only when
+/// the core finds nothing: our own check, which the core lacks, that the
+/// last BYTES element is complete (first such input in request order).
 pub fn tensor_sizes(request: &InferRequest, info: Option<&ModelInfo>) -> Result<()> {
+    if info.is_some_and(|info| refused_before_sizes(info, request)) {
+        return Ok(());
+    }
     let id = prefix(&request.id);
-    for input in &request.inputs {
+    let model = &request.model_name;
+    let mut incomplete = None;
+    for input in request.inputs.iter().rev() {
+        if info.is_some_and(|info| !signature_matches(info, input)) {
+            return Ok(());
+        }
         let InputData::Raw(data) = &input.data else {
             continue;
         };
-        let Some(dtype) = DataType::parse(input.datatype.as_bytes()) else {
+        let (Some(dtype), Some(count)) = (
+            DataType::parse(input.datatype.as_bytes()),
+            element_count(&input.shape),
+        ) else {
             continue;
         };
-        if let Some(info) = info {
-            if !signature_matches(info, input, dtype) {
-                continue;
-            }
-        }
-        let Some(count) = element_count(&input.shape) else {
-            continue;
-        };
-        let model = &request.model_name;
         let name = &input.name;
         match dtype.element_size() {
             Some(size) => {
@@ -170,36 +179,44 @@ pub fn tensor_sizes(request: &InferRequest, info: Option<&ModelInfo>) -> Result<
                     )));
                 }
             }
-            None => check_framing(data, count, &id, name, model)?,
+            None => {
+                if let Some(short) = check_framing(data, count, &id, name, model)? {
+                    incomplete = Some(short);
+                }
+            }
         }
     }
-    Ok(())
+    incomplete.map_or(Ok(()), Err)
 }
 
-fn check_framing(data: &[u8], expected: u64, id: &str, name: &str, model: &str) -> Result<()> {
+/// Triton core's BYTES walk: `Err` for what the core refuses, `Ok(Some)`
+/// for a last element shorter than its length prefix (the count being
+/// right, the core lets it through; the Python backend's text, as JSON).
+fn check_framing(
+    data: &[u8],
+    expected: u64,
+    id: &str,
+    name: &str,
+    model: &str,
+) -> Result<Option<Error>> {
     let mut seen = 0u64;
+    let mut short = None;
     for element in bytes_elements(data) {
-        if seen >= expected {
+        if let Err(Framing::ShortLength { available }) = element {
             return Err(Error::invalid(format!(
-                "{id}unexpected number of string elements {} for inference input '{name}' for model '{model}', expecting {expected}",
-                seen + 1
+                "{id}incomplete string length indicator for inference input '{name}' for model '{model}', expecting 4 bytes but only {available} bytes available. Please make sure the string length indicator is in one buffer."
             )));
         }
         seen += 1;
-        match element {
-            Ok(_) => {}
-            Err(Framing::ShortLength { available }) => {
-                return Err(Error::invalid(format!(
-                    "{id}incomplete string length indicator for inference input '{name}' for model '{model}', expecting 4 bytes but only {available} bytes available. Please make sure the string length indicator is in one buffer."
-                )))
-            }
-            Err(Framing::ShortData { len, available }) => {
-                return Err(Error::invalid(format!(
-                    "incomplete string data for inference input '{name}', expecting string of length {len} but only {available} bytes available"
-                ))
-                // The backend's check after execution on Triton: text/plain.
-                .plain())
-            }
+        if seen > expected {
+            return Err(Error::invalid(format!(
+                "{id}unexpected number of string elements {seen} for inference input '{name}' for model '{model}', expecting {expected}"
+            )));
+        }
+        if let Err(Framing::ShortData { len, available }) = element {
+            short = Some(Error::invalid(format!(
+                "incomplete string data for inference input '{name}', expecting string of length {len} but only {available} bytes available"
+            )));
         }
     }
     if seen != expected {
@@ -207,25 +224,163 @@ fn check_framing(data: &[u8], expected: u64, id: &str, name: &str, model: &str) 
             "{id}expected {expected} string elements for inference input '{name}' for model '{model}', got {seen}"
         )));
     }
-    Ok(())
+    Ok(short)
 }
 
-/// True when the input's name, datatype and shape agree with the model, i.e.
-/// Triton's core would get as far as the byte-size check.
-fn signature_matches(info: &ModelInfo, input: &InputTensor, dtype: DataType) -> bool {
+/// True when Triton refuses the request before any size check: an input
+/// the model does not have, too many inputs or a required one missing,
+/// or batch sizes that are missing, differ or exceed `max_batch_size`.
+fn refused_before_sizes(info: &ModelInfo, request: &InferRequest) -> bool {
+    let inputs = &request.inputs;
+    if inputs.iter().any(|i| info.input(&i.name).is_none())
+        || inputs.len() > info.inputs.len()
+        || info
+            .inputs
+            .iter()
+            .any(|spec| !spec.optional && !inputs.iter().any(|i| i.name == spec.name))
+    {
+        return true;
+    }
+    if info.max_batch_size == 0 {
+        return false;
+    }
+    let mut batches = inputs.iter().map(|i| i.shape.first().copied());
+    let first = batches.next().flatten();
+    !batches.all(|b| b == first)
+        || first.is_none_or(|batch| batch < 1 || batch > info.max_batch_size)
+}
+
+/// True when the input's datatype and shape (batch dimension removed)
+/// agree with the model, i.e. Triton's core would get as far as its byte
+/// size.
+fn signature_matches(info: &ModelInfo, input: &InputTensor) -> bool {
     let Some(spec) = info.input(&input.name) else {
         return false;
     };
-    if spec.datatype != Some(dtype) {
+    if spec.datatype.is_none() || spec.datatype != DataType::parse(input.datatype.as_bytes()) {
         return false;
     }
-    let shape = if info.max_batch_size > 0 {
-        match input.shape.split_first() {
-            Some((batch, rest)) if *batch >= 1 && *batch <= info.max_batch_size => rest,
-            _ => return false,
-        }
-    } else {
-        &input.shape[..]
-    };
+    let batch = usize::from(info.max_batch_size > 0);
+    let shape = input.shape.get(batch..).unwrap_or_default();
     shape.len() == spec.dims.len() && shape.iter().zip(&spec.dims).all(|(s, d)| *d < 0 || s == d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TensorInfo;
+
+    fn spec(name: &str, datatype: DataType, dims: &[i64]) -> TensorInfo {
+        TensorInfo {
+            name: name.to_string(),
+            datatype: Some(datatype),
+            dims: dims.to_vec(),
+            optional: false,
+        }
+    }
+
+    /// A model with a BYTES input `T` [-1] and an INT32 input `N` [1].
+    fn model() -> ModelInfo {
+        ModelInfo {
+            max_batch_size: 0,
+            inputs: vec![
+                spec("T", DataType::Bytes, &[-1]),
+                spec("N", DataType::Int32, &[1]),
+            ],
+            ..ModelInfo::default()
+        }
+    }
+
+    fn input(name: &str, datatype: DataType, shape: &[i64], data: &[u8]) -> InputTensor {
+        InputTensor {
+            name: name.to_string(),
+            datatype: datatype.as_str().to_string(),
+            shape: shape.to_vec(),
+            data: InputData::Raw(Bytes::copy_from_slice(data)),
+        }
+    }
+
+    fn request(inputs: Vec<InputTensor>) -> InferRequest {
+        InferRequest {
+            model_name: "m".to_string(),
+            inputs,
+            ..InferRequest::default()
+        }
+    }
+
+    fn refusal(inputs: Vec<InputTensor>) -> Error {
+        tensor_sizes(&request(inputs), Some(&model())).expect_err("refused")
+    }
+
+    const TWO_STRINGS: &[u8] = b"\x01\x00\x00\x00a\x01\x00\x00\x00b";
+    const UNK: &str = "[request id: <id_unknown>] ";
+
+    #[test]
+    fn the_last_wrong_input_in_request_order_is_named() {
+        let strings = input("T", DataType::Bytes, &[1], TWO_STRINGS);
+        let number = input("N", DataType::Int32, &[1], &[0; 8]);
+        let size =
+            format!("{UNK}input byte size mismatch for input 'N' for model 'm'. Expected 4, got 8");
+        let count = format!("{UNK}unexpected number of string elements 2 for inference input 'T' for model 'm', expecting 1");
+        assert_eq!(refusal(vec![strings.clone(), number.clone()]).message, size);
+        assert_eq!(refusal(vec![number, strings]).message, count);
+    }
+
+    #[test]
+    fn a_wrong_signature_is_left_to_the_upstream() {
+        let strings = input("T", DataType::Bytes, &[1], TWO_STRINGS);
+        // Checked first (last in the request), `N`'s shape is wrong: the
+        // upstream names it, as Triton would.
+        let wrong_shape = input("N", DataType::Int32, &[2], &[0; 4]);
+        let r = request(vec![strings.clone(), wrong_shape]);
+        assert!(tensor_sizes(&r, Some(&model())).is_ok());
+        // An unknown input is refused before any size check.
+        let unknown = input("X", DataType::Int32, &[1], &[0; 4]);
+        let r = request(vec![strings, unknown]);
+        assert!(tensor_sizes(&r, Some(&model())).is_ok());
+    }
+
+    #[test]
+    fn bytes_elements_are_counted_as_tritons_core_counts_them() {
+        let number = || input("N", DataType::Int32, &[1], &[0; 4]);
+        // The first length prefix (100) runs past the data: one element.
+        let overrun = input("T", DataType::Bytes, &[2], b"\x64\x00\x00\x00abcdefg");
+        let e = refusal(vec![overrun, number()]);
+        assert_eq!(
+            e.message,
+            format!("{UNK}expected 2 string elements for inference input 'T' for model 'm', got 1")
+        );
+        assert_eq!(e.content_type(), "application/json");
+        // The count is right, the last element short: our own check, JSON.
+        let short = || {
+            input(
+                "T",
+                DataType::Bytes,
+                &[2],
+                b"\x01\x00\x00\x00a\x0a\x00\x00\x00abc",
+            )
+        };
+        let e = refusal(vec![short(), number()]);
+        assert_eq!(
+            e.message,
+            "incomplete string data for inference input 'T', expecting string of length 10 but only 3 bytes available"
+        );
+        assert_eq!(e.content_type(), "application/json");
+        // A core error in another input wins over our own check.
+        let wrong = input("N", DataType::Int32, &[1], &[0; 3]);
+        let e = refusal(vec![wrong, short()]);
+        assert!(
+            e.message.contains("input byte size mismatch for input 'N'"),
+            "{}",
+            e.message
+        );
+        // A short length indicator is refused before the element counts.
+        let indicator = input("T", DataType::Bytes, &[1], b"\x01\x00\x00\x00a\x01\x00");
+        let e = refusal(vec![indicator, number()]);
+        assert!(
+            e.message.contains("incomplete string length indicator"),
+            "{}",
+            e.message
+        );
+    }
 }

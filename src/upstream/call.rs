@@ -16,7 +16,7 @@ use crate::error::{causes, duration_text, Error, Kind, Result};
 use crate::trace::TraceContext;
 
 /// The deadline of one call: its length, when it started, and whether
-/// the client chose it (the HTTP `timeout` parameter or `grpc-timeout`,
+/// the client chose it (`grpc-timeout` on the passthrough,
 /// shorter than `upstream.request_timeout_ms`). A passed client deadline
 /// says nothing about the backend: it never counts toward ejection.
 #[derive(Debug, Clone, Copy)]

@@ -286,11 +286,18 @@ impl Decoder<'_> {
         let dtype = DataType::parse(datatype.as_bytes())
             .ok_or_else(|| Error::invalid(format!("invalid datatype for input {name}")))?;
         if let Some(size) = dtype.element_size() {
-            let bytes = count.checked_mul(size as u64);
-            if bytes.is_none_or(|b| b > self.limits.max_input_size as u64) {
+            // Newer Triton's texts: the product must fit an int64, then the
+            // input-size limit.
+            if count > i64::MAX as u64 / size as u64 {
                 return Err(Error::invalid(format!(
-                    "JSON input '{name}' has a byte_size ({} bytes) that exceeds the maximum allowed value of {} bytes. Use --http-max-input-size to increase the limit.",
-                    bytes.map_or_else(|| "overflow".to_string(), |b| b.to_string()),
+                    "byte size overflow for input '{name}': element count ({count}) * data type size ({size}) exceeds maximum allowed size ({})",
+                    i64::MAX
+                )));
+            }
+            let bytes = count * size as u64;
+            if bytes > self.limits.max_input_size as u64 {
+                return Err(Error::invalid(format!(
+                    "JSON input '{name}' has a byte_size ({bytes} bytes) that exceeds the maximum allowed value of {} bytes. Use --http-max-input-size to increase the limit.",
                     self.limits.max_input_size
                 )));
             }
@@ -321,6 +328,13 @@ impl Decoder<'_> {
             ));
         }
         let name = string_member(output, "name")?;
+        // Triton 2.51 merges a repeated output; newer Triton refuses it.
+        if self.request.outputs.iter().any(|o| o.name == name) {
+            return Err(Error::invalid(format!(
+                "[request id: {}] output '{name}' already exists in request",
+                self.id_for_messages()
+            )));
+        }
         let mut requested = RequestedOutput {
             name,
             classification: 0,
@@ -343,15 +357,7 @@ impl Decoder<'_> {
                 }
             }
         }
-        match self
-            .request
-            .outputs
-            .iter_mut()
-            .find(|o| o.name == requested.name)
-        {
-            Some(existing) => *existing = requested,
-            None => self.request.outputs.push(requested),
-        }
+        self.request.outputs.push(requested);
         Ok(())
     }
 }

@@ -61,6 +61,28 @@ def find_tritonserver():
     return path
 
 
+def launch_triton(tmpdir, name, models, extra_args=()):
+    """Starts one more tritonserver (free ports, the e2e model repository,
+    only `models` loaded); returns its process, HTTP base URL, gRPC address
+    and log path. The caller waits for readiness and stops it."""
+    binary = find_tritonserver()
+    backends = os.path.join(os.path.dirname(os.path.dirname(binary)), "backends")
+    http_port, grpc_port = free_port(), free_port()
+    log_path = os.path.join(tmpdir, name + ".log")
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    cmd = [binary, "--model-repository=" + MODEL_REPOSITORY, "--backend-directory=" + backends,
+           "--http-address=127.0.0.1", "--http-port=%d" % http_port,
+           "--grpc-address=127.0.0.1", "--grpc-port=%d" % grpc_port,
+           "--allow-metrics=false", "--model-control-mode=explicit"]
+    cmd += ["--load-model=" + m for m in models] + list(extra_args)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                stdin=subprocess.DEVNULL)
+    return {"proc": proc, "http": "http://127.0.0.1:%d" % http_port,
+            "grpc": "127.0.0.1:%d" % grpc_port, "log": log_path}
+
+
 def http_status(url, timeout=1.0):
     """Status of a GET to url, or None if nothing answers (yet)."""
     try:

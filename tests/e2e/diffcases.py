@@ -54,7 +54,7 @@ class Req:
     tail: Optional[bytes] = None       # exact binary tail (after IHCL bytes)
     check: Optional[Callable] = None   # extra assertion on Triton's Response
     # How to compare Triton's and the gateway's answers:
-    compare: str = "exact"             # exact | numbers | server_metadata
+    compare: str = "exact"             # exact | numbers
     expect_diff: Optional[dict] = None  # documented deliberate gateway differences
 
 
@@ -359,8 +359,10 @@ def _server_metadata(r):
     assert "binary_tensor_data" in doc["extensions"] and "classification" in doc["extensions"]
 
 
-case("server-metadata", Req("GET", "/v2", status=200, ct="application/json", check=_server_metadata,
-                            compare="server_metadata"), facts="§1 row 3")
+# Transparent (issue 13 #1): the gateway answers Triton's name, version and
+# extensions byte for byte (NVIDIA's examples check name == "triton").
+case("server-metadata", Req("GET", "/v2", status=200, ct="application/json", check=_server_metadata),
+     facts="§1 row 3")
 case("server-metadata-405", ERR("DELETE", "/v2", 405, "Method Not Allowed"), facts="§0.3")
 
 ADD_SUB_META = (b'{"name":"add_sub","versions":["1"],"platform":"python","inputs":['
@@ -771,7 +773,9 @@ case("infer-output-order", OK_JSON(
     INFER("add_sub", req_json([A, B], outputs=[outp("OUTPUT1"), outp("OUTPUT0")])),
     resp("add_sub", *ADD_SUB_OUT)), facts="J25")
 case("infer-output-duplicates", OK_JSON(
-    INFER("add_sub", req_json([A, B], outputs=[outp("OUTPUT0"), outp("OUTPUT0")])),
+    INFER("add_sub", req_json([A, B], outputs=[outp("OUTPUT0"), outp("OUTPUT0")]),
+          expect_diff={"status": 400, "error": "[request id: <id_unknown>] output 'OUTPUT0' already exists in request",
+                       "why": "compatibility #8: newer Triton refuses a repeated output"}),
     resp("add_sub", ADD_SUB_OUT[0])), facts="K11")
 case("infer-output-extra-keys", OK_JSON(
     INFER("add_sub", req_json([A, B], outputs=[{"name": "OUTPUT0", "foo": 1, "parameters": {"bar": 2}}])),
@@ -1060,6 +1064,12 @@ case("infer-custom-parameters", OK_JSON(
 case("infer-parameters-priority-timeout", OK_JSON(
     INFER("add_sub", req_json([A, B], parameters={"priority": 0, "timeout": 100000000})),
     resp("add_sub", *ADD_SUB_OUT)), facts="§5.1")
+# `timeout` is Triton's queueing timeout (µs), not a deadline of the whole
+# call: 1 ms to a model that takes 50 ms succeeds (issue 13 #8).
+case("infer-parameter-timeout-shorter-than-model", OK_JSON(
+    INFER("slow_identity", req_json([inp("INPUT0", "FP32", [1, 1], [1])],
+                                    parameters={"timeout": 1000, "delay_ms": 50})),
+    resp("slow_identity", o_json("OUTPUT0", "FP32", [1, 1], "1.0"))), facts="§5.1")
 case("infer-parameters-not-object", ERR("POST", P, 500,
                                         "failed to get request params.: attempt to get members for non-object",
                                         body=req_json([A, B], parameters=[1]), gateway_status=400),
@@ -1304,6 +1314,24 @@ case("binary-byte-size-mismatch", ERR(
     "POST", P, 400, UNK + "input byte size mismatch for input 'INPUT1' for model 'add_sub'. Expected 8, got 12",
     body=_H12 + A_BIN + B_BIN + b"\0\0\0\0", headers=(("Inference-Header-Content-Length", str(len(_H12))),)),
     facts="B12")
+# Several wrong inputs: Triton's core names the last wrong one in request
+# order, whatever the check (issue 13 #2).
+_H412 = js(req_json([inp("INPUT0", "FP32", [2], bsize=4), inp("INPUT1", "FP32", [2], bsize=12)]))
+case("binary-byte-size-mismatch-both", ERR(
+    "POST", P, 400, UNK + "input byte size mismatch for input 'INPUT1' for model 'add_sub'. Expected 8, got 12",
+    body=_H412 + A_BIN[:4] + B_BIN + b"\0\0\0\0",
+    headers=(("Inference-Header-Content-Length", str(len(_H412))),)), facts="B12")
+_TEXT2 = inp("text_input", "BYTES", [1], ["a", "b"])
+_TOKENS8 = inp("max_tokens", "INT32", [1], bsize=8)
+for _id, _inputs, _text in (
+        ("bytes-then-size", [_TEXT2, _TOKENS8],
+         "input byte size mismatch for input 'max_tokens' for model 'text_generate'. Expected 4, got 8"),
+        ("size-then-bytes", [_TOKENS8, _TEXT2],
+         "unexpected number of string elements 2 for inference input 'text_input' for model 'text_generate', expecting 1")):
+    _h = js(req_json(_inputs))
+    case("binary-last-wrong-input-named-" + _id, ERR(
+        "POST", infer_path("text_generate"), 400, UNK + _text, body=_h + b"\1\0\0\0\2\0\0\0",
+        headers=(("Inference-Header-Content-Length", str(len(_h))),)), facts="B12, B26")
 _H4 = js(req_json([HA, inp("INPUT1", "FP32", [2], bsize=4)]))
 case("binary-byte-size-mismatch-short", ERR(
     "POST", P, 400, UNK + "input byte size mismatch for input 'INPUT1' for model 'add_sub'. Expected 8, got 4",
@@ -1316,10 +1344,11 @@ for _id, _val, _facts in (("negative", -8, "B14"), ("string", "8", "B15"), ("flo
         gateway_status=400), facts=_facts)
 
 # BYTES framing checked by the core (§2.8)
-def _bytes_err(id, data, elements, text, facts, status=400, ct="application/json"):
+def _bytes_err(id, data, elements, text, facts, status=400, ct="application/json", expect_diff=None):
     h = js(req_json([inp("INPUT0", "BYTES", [1, elements], bsize=len(data))]))
     case(id, ERR("POST", infer_path("identity_bytes"), status, text, ct=ct, body=h + data,
-                 headers=(("Inference-Header-Content-Length", str(len(h))),)), facts=facts)
+                 headers=(("Inference-Header-Content-Length", str(len(h))),), expect_diff=expect_diff),
+         facts=facts)
 
 
 _bytes_err("binary-bytes-too-few", strings("ab"), 2,
@@ -1334,9 +1363,16 @@ case("binary-bytes-no-data", ERR(
     body=req_json([inp("INPUT0", "BYTES", [1, 2], bsize=0)]),
     headers=(("Inference-Header-Content-Length", str(len(js(req_json([inp("INPUT0", "BYTES", [1, 2], bsize=0)]))))),)),
     facts="B29")
+# The last element runs past the data, the count being right: the core lets it
+# through and the Python backend refuses it after execution (text/plain); the
+# gateway refuses it before the call, as JSON (compatibility #7).
 _bytes_err("binary-bytes-length-overrun", strings("ab") + b"\x0a\x00\x00\x00abc", 2,
            "incomplete string data for inference input 'INPUT0', expecting string of length 10 but only 3 bytes available",
-           "B27", ct="text/plain")
+           "B27", ct="text/plain", expect_diff={"ct": "application/json", "why": "compatibility #7"})
+# The first of two elements runs past the data: the core counts one element.
+_bytes_err("binary-bytes-first-overrun", b"\x64\x00\x00\x00abcdefg", 2,
+           UNK + "expected 2 string elements for inference input 'INPUT0' for model 'identity_bytes', got 1",
+           "B27")
 _bytes_err("binary-bytes-incomplete-indicator", strings("ab") + b"\x01\x00", 2,
            UNK + "incomplete string length indicator for inference input 'INPUT0' for model 'identity_bytes', "
            "expecting 4 bytes but only 2 bytes available. Please make sure the string length indicator is in one buffer.",

@@ -8,7 +8,6 @@ clear error, and the survivor takes all the traffic."""
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -35,30 +34,12 @@ def call(base, path, body=None, timeout=30):
         return err.code, err.read().decode()
 
 
-def launch_triton(tmpdir, name):
-    binary = c.find_tritonserver()
-    backends = os.path.join(os.path.dirname(os.path.dirname(binary)), "backends")
-    http_port, grpc_port = c.free_port(), c.free_port()
-    log_path = os.path.join(tmpdir, name + ".log")
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    cmd = [binary, "--model-repository=" + c.MODEL_REPOSITORY, "--backend-directory=" + backends,
-           "--http-address=127.0.0.1", "--http-port=%d" % http_port,
-           "--grpc-address=127.0.0.1", "--grpc-port=%d" % grpc_port,
-           "--allow-metrics=false", "--model-control-mode=explicit"]
-    cmd += ["--load-model=" + m for m in MODELS]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                stdin=subprocess.DEVNULL)
-    return {"proc": proc, "http": "http://127.0.0.1:%d" % http_port,
-            "grpc": "127.0.0.1:%d" % grpc_port, "log": log_path}
-
-
 @pytest.fixture(scope="module")
 def fleet(e2e_tmpdir):
     if c.selftest_mode():
         pytest.skip("the fleet story needs the gateway")
-    tritons = [launch_triton(e2e_tmpdir, "triton-a"), launch_triton(e2e_tmpdir, "triton-b")]
+    tritons = [c.launch_triton(e2e_tmpdir, "triton-a", MODELS),
+               c.launch_triton(e2e_tmpdir, "triton-b", MODELS)]
     procs = [t["proc"] for t in tritons]
     try:
         for t in tritons:

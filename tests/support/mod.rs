@@ -208,7 +208,8 @@ impl GatewayProcess {
     }
 
     /// Starts `program` (the binary, or a wrapper such as `prlimit` whose
-    /// arguments come first) with `args` and `--listen 127.0.0.1:0`.
+    /// arguments come first) with `args` and `--listen 127.0.0.1:0` (unless
+    /// `args` has a `--listen` of its own).
     pub fn spawn_with(
         program: &[&str],
         args: &[&str],
@@ -225,10 +226,15 @@ impl GatewayProcess {
         };
         let stderr = std::fs::File::create(&log).expect("log file");
         let (first, rest) = program.split_first().expect("a program");
+        let listen: &[&str] = if args.contains(&"--listen") {
+            &[]
+        } else {
+            &["--listen", "127.0.0.1:0"]
+        };
         let mut child = Command::new(first)
             .args(rest)
             .args(args)
-            .args(["--listen", "127.0.0.1:0"])
+            .args(listen)
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()

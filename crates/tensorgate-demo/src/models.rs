@@ -405,9 +405,10 @@ fn add_sub(inputs: &[Tensor]) -> Result<Responses, Status> {
         return Err(Status::internal("add_sub needs INPUT0 and INPUT1"));
     };
     if a.shape != b.shape {
-        // The e2e Python model's message (Python list formatting).
+        // The e2e Python model's message (Python list formatting); the
+        // client's mistake, 400 as the Python backend's errors on Triton.
         let py = |s: &[i64]| format!("{s:?}");
-        return Err(Status::internal(format!(
+        return Err(Status::invalid_argument(format!(
             "INPUT0 and INPUT1 must have the same shape, got {} and {}",
             py(&a.shape),
             py(&b.shape)

@@ -721,7 +721,7 @@ async fn serves_model_infer_over_the_network() {
         .expect_err("model error");
     assert_status(
         &status,
-        Code::Internal,
+        Code::InvalidArgument,
         "INPUT0 and INPUT1 must have the same shape, got [1] and [0]",
     );
     assert_eq!(demo.infer_count(), 2);

@@ -15,7 +15,9 @@ use crate::proto::v1::infer_response_header::{output, Output};
 use crate::proto::v1::InferResponseHeader;
 use crate::wire::tensor::bytes_elements;
 
-/// The header (classes included) and the raw outputs' bytes, in order.
+/// The header (classes included) and one entry per requested output, in
+/// order: its bytes, or empty when it is not raw (classes, shared memory),
+/// as TRTIS's gRPC `raw_output` (the 1.11 client indexes it by position).
 pub fn infer_response(
     response: &InferResponse,
     plan: &Plan,
@@ -40,11 +42,14 @@ pub fn infer_response(
         };
         if planned.classes == 0 {
             output.raw = Some(raw_info(tensor, planned, plan.batching));
-            if !planned.shared_memory {
-                raw.push(tensor.data.clone());
-            }
+            raw.push(if planned.shared_memory {
+                Bytes::new()
+            } else {
+                tensor.data.clone()
+            });
         } else {
             output.batch_classes = classes(tensor, planned.classes, plan)?;
+            raw.push(Bytes::new());
         }
         outputs.push(output);
     }
@@ -268,7 +273,7 @@ mod tests {
                 batch_byte_size: 16
             })
         );
-        assert_eq!(raw, [Bytes::from(ints)]);
+        assert_eq!(raw, [Bytes::from(ints), Bytes::new()]);
         assert_eq!(
             header.output[1].batch_classes,
             [
@@ -293,7 +298,7 @@ mod tests {
             ..Default::default()
         };
         let (header, raw) = infer_response(&response, &plan(2, &[("C", 2)]), "4").expect("ok");
-        assert!(raw.is_empty());
+        assert_eq!(raw, [Bytes::new()]);
         assert_eq!(header.model_version, 4);
         assert_eq!(
             header.output[0].batch_classes,

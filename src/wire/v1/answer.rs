@@ -31,7 +31,9 @@ pub fn infer(
     for output in &mut copy.output {
         output.batch_classes.clear();
     }
-    let mut body = raw;
+    // Over HTTP the raw outputs are back to back: the empty entries of
+    // outputs that are not raw take no place.
+    let mut body: Vec<Bytes> = raw.into_iter().filter(|b| !b.is_empty()).collect();
     body.push(Bytes::from(encode(header, format).1));
     (text::short(&copy), body)
 }
