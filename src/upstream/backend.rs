@@ -14,14 +14,15 @@ use tonic::transport::{Channel, Endpoint};
 use super::{thread_slot, Client, UpstreamSettings};
 use crate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
 
-/// Flow-control window of one upstream call (bytes the backend may send
-/// before the gateway reads them): 4 MiB keeps a loopback or LAN link busy
-/// for a megabyte-sized answer without a window update in between.
-const STREAM_WINDOW: u32 = 4 << 20;
+/// Flow-control window of one upstream call: what the backend may send
+/// before the gateway reads it, so also what a call whose client stopped
+/// reading holds in memory. 1 MiB lets a megabyte-sized answer flow with
+/// one window update on the way, and keeps a stalled stream cheap.
+const STREAM_WINDOW: u32 = 1 << 20;
 
 /// Flow-control window of one upstream connection, shared by its calls:
-/// room for a few large answers at once.
-const CONNECTION_WINDOW: u32 = 16 << 20;
+/// room for several calls' windows at once.
+const CONNECTION_WINDOW: u32 = 8 << 20;
 
 /// What the gateway knows of the models a backend serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
