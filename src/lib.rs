@@ -13,6 +13,7 @@
 
 pub mod app;
 pub mod config;
+pub mod context;
 pub mod error;
 pub mod front;
 pub mod json_str;

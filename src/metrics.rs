@@ -6,7 +6,6 @@
 //! series by backend address. Backend health and in-flight gauges are
 //! handed in at scrape time ([`BackendGauge`]).
 
-use std::cell::Cell;
 use std::time::Duration;
 
 use prometheus::{
@@ -34,18 +33,6 @@ pub struct Metrics {
     inflight: IntGaugeVec,
     backend_up: IntGaugeVec,
     backend_inflight: IntGaugeVec,
-}
-
-/// What the current request spent upstream: time summed over calls and
-/// attempts, and the last backend that answered.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct UpstreamUse {
-    pub time: Duration,
-    pub backend: Option<std::net::SocketAddr>,
-}
-
-tokio::task_local! {
-    static UPSTREAM_USE: Cell<UpstreamUse>;
 }
 
 impl Metrics {
@@ -90,36 +77,14 @@ impl Metrics {
         }
     }
 
-    /// Runs `request` with an upstream-time accumulator; returns its output
-    /// and the upstream time it spent.
-    pub async fn timed<F: std::future::Future>(request: F) -> (F::Output, UpstreamUse) {
-        UPSTREAM_USE
-            .scope(Cell::new(UpstreamUse::default()), async {
-                let output = request.await;
-                (output, UPSTREAM_USE.with(Cell::get))
-            })
-            .await
-    }
-
     /// One upstream call finished (called by the pool).
-    pub fn upstream_call(
-        &self,
-        (label, addr): (&str, std::net::SocketAddr),
-        outcome: &str,
-        took: Duration,
-    ) {
+    pub fn upstream_call(&self, label: &str, outcome: &str, took: Duration) {
         self.upstream_calls
             .with_label_values(&[label, outcome])
             .inc();
         self.upstream_seconds
             .with_label_values(&[label])
             .observe(took.as_secs_f64());
-        let _ = UPSTREAM_USE.try_with(|u| {
-            u.set(UpstreamUse {
-                time: u.get().time + took,
-                backend: Some(addr),
-            })
-        });
     }
 
     /// The Prometheus text exposition, with the gauges read now.

@@ -24,6 +24,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "foundations",
         &[
             "config",
+            "context",
             "error",
             "json_str",
             "metrics",

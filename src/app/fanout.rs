@@ -14,6 +14,7 @@ use tokio::task::JoinSet;
 use tonic::metadata::MetadataMap;
 
 use crate::app::Gateway;
+use crate::context::{RequestContext, UpstreamUse};
 use crate::error::{Error, Result};
 use crate::proto::inference as pb;
 use crate::upstream::{health, Client, Lease, Pool, Target};
@@ -43,6 +44,8 @@ pub struct Placed {
 struct Outcome {
     address: String,
     result: Result<()>,
+    /// What the backend's call spent (its task has its own context).
+    used: UpstreamUse,
 }
 
 impl Gateway {
@@ -50,15 +53,16 @@ impl Gateway {
     /// or on one serving the model; shared by both fronts.
     pub(crate) async fn control_repository(
         &self,
+        ctx: &RequestContext,
         model: &str,
         control: Control,
         options: &CallOptions,
     ) -> Result<Placed> {
         self.models().invalidate(model);
         let result = if self.config().upstream.fanout_repository {
-            fan_out(self.pool(), control, options).await
+            fan_out(ctx, self.pool(), control, options).await
         } else {
-            one(self.pool(), model, &control, options).await
+            one(ctx, self.pool(), model, &control, options).await
         };
         self.models().invalidate(model);
         result
@@ -98,19 +102,30 @@ fn with<T>(message: T, timeout: Duration, metadata: MetadataMap) -> tonic::Reque
 }
 
 /// Sends to one backend (fan-out disabled).
-async fn one(pool: &Pool, model: &str, control: &Control, options: &CallOptions) -> Result<Placed> {
+async fn one(
+    ctx: &RequestContext,
+    pool: &Pool,
+    model: &str,
+    control: &Control,
+    options: &CallOptions,
+) -> Result<Placed> {
     let target = Target {
         model: Some(model),
         sequence: None,
     };
-    pool.call(&target, options.deadline, |client, timeout| {
+    pool.call(ctx, &target, options.deadline, |client, timeout| {
         control.send(client, timeout, &options.metadata)
     })
     .await?;
     Ok(Placed { backends: None })
 }
 
-async fn fan_out(pool: &Arc<Pool>, control: Control, options: &CallOptions) -> Result<Placed> {
+async fn fan_out(
+    ctx: &RequestContext,
+    pool: &Arc<Pool>,
+    control: Control,
+    options: &CallOptions,
+) -> Result<Placed> {
     pool.started().await;
     let leases = pool.leases_all();
     if leases.is_empty() {
@@ -130,7 +145,11 @@ async fn fan_out(pool: &Arc<Pool>, control: Control, options: &CallOptions) -> R
     }
     let mut outcomes = Vec::new();
     while let Some(joined) = tasks.join_next().await {
-        outcomes.push(joined.map_err(|e| Error::internal(format!("fan-out task failed: {e}")))?);
+        let outcome = joined.map_err(|e| Error::internal(format!("fan-out task failed: {e}")))?;
+        if let Some(backend) = outcome.used.backend {
+            ctx.upstream_attempt(backend, outcome.used.time);
+        }
+        outcomes.push(outcome);
     }
     outcomes.sort_by(|a, b| a.address.cmp(&b.address));
     answer(outcomes)
@@ -143,8 +162,9 @@ async fn control_one(
     options: CallOptions,
 ) -> Outcome {
     let deadline = pool.deadline(options.deadline);
+    let own = RequestContext::untraced();
     let result = pool
-        .call_on(&lease, deadline, &|client, timeout| {
+        .call_on(&own, &lease, deadline, &|client, timeout| {
             control.send(client, timeout, &options.metadata)
         })
         .await
@@ -153,6 +173,7 @@ async fn control_one(
     Outcome {
         address: lease.addr().to_string(),
         result: result.map_err(|a| a.into_error()),
+        used: own.upstream_use(),
     }
 }
 
@@ -213,6 +234,7 @@ mod tests {
         Outcome {
             address: address.to_string(),
             result,
+            used: UpstreamUse::default(),
         }
     }
 

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::app::Gateway;
+use crate::context::RequestContext;
 use crate::error::{Kind, Result};
 use crate::model::{ModelInfo, ModelRef};
 use crate::translate::from_grpc;
@@ -14,7 +15,11 @@ impl Gateway {
     /// Model signature from the cache, or `ModelConfig` upstream (falling
     /// back to `ModelMetadata` for servers without it). `Ok(None)` when the
     /// upstream offers neither; unknown models are the upstream's 404.
-    pub(crate) async fn model_info(&self, model: &ModelRef) -> Result<Option<Arc<ModelInfo>>> {
+    pub(crate) async fn model_info(
+        &self,
+        ctx: &RequestContext,
+        model: &ModelRef,
+    ) -> Result<Option<Arc<ModelInfo>>> {
         if let Some(info) = self.models().get(&model.name, &model.version) {
             return Ok(Some(info));
         }
@@ -26,14 +31,14 @@ impl Gateway {
             name: model.name.clone(),
             version: model.version.clone(),
         };
-        let info = match rpc!(self.pool(), target, model_config, request) {
+        let info = match rpc!(self.pool(), ctx, target, model_config, request) {
             Ok(r) => from_grpc::model_info_from_config(r.config.unwrap_or_default()),
             Err(e) if e.kind == Kind::Unsupported => {
                 let request = crate::proto::inference::ModelMetadataRequest {
                     name: model.name.clone(),
                     version: model.version.clone(),
                 };
-                match rpc!(self.pool(), target, model_metadata, request) {
+                match rpc!(self.pool(), ctx, target, model_metadata, request) {
                     Ok(r) => from_grpc::model_info_from_metadata(r),
                     Err(e) if e.kind == Kind::Unsupported => return Ok(None),
                     Err(e) => return Err(e),

@@ -4,6 +4,7 @@
 use crate::app::fanout::{CallOptions, Control};
 use crate::app::metadata::Front;
 use crate::app::Gateway;
+use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::route::{Route, ShmAction};
@@ -29,7 +30,12 @@ const ANY: Target<'static> = Target {
 };
 
 impl Gateway {
-    pub(crate) async fn endpoint(&self, route: &Route, req: &HttpRequest) -> Result<HttpResponse> {
+    pub(crate) async fn endpoint(
+        &self,
+        ctx: &RequestContext,
+        route: &Route,
+        req: &HttpRequest,
+    ) -> Result<HttpResponse> {
         let pool = &self.pool();
         let body = &req.body[..];
         let json = |bytes: Vec<u8>| Ok(HttpResponse::json(bytes));
@@ -43,6 +49,7 @@ impl Gateway {
             Route::ModelReady(m) => {
                 let r = rpc!(
                     pool,
+                    ctx,
                     model(&m.name),
                     model_ready,
                     req_pb::model_ready(&m.name, &m.version)
@@ -55,7 +62,13 @@ impl Gateway {
                 }
             }
             Route::ServerMetadata => {
-                let r = rpc!(pool, ANY, server_metadata, pb::ServerMetadataRequest {})?;
+                let r = rpc!(
+                    pool,
+                    ctx,
+                    ANY,
+                    server_metadata,
+                    pb::ServerMetadataRequest {}
+                )?;
                 json(render::server_metadata_json(
                     &self.server_metadata(r, Front::Http),
                 ))
@@ -63,6 +76,7 @@ impl Gateway {
             Route::ModelMetadata(m) => {
                 let r = rpc!(
                     pool,
+                    ctx,
                     model(&m.name),
                     model_metadata,
                     req_pb::model_metadata(&m.name, &m.version)
@@ -72,6 +86,7 @@ impl Gateway {
             Route::ModelConfig(m) => {
                 let r = rpc!(
                     pool,
+                    ctx,
                     model(&m.name),
                     model_config,
                     req_pb::model_config(&m.name, &m.version)
@@ -85,6 +100,7 @@ impl Gateway {
                 let target = if name.is_empty() { ANY } else { model(name) };
                 let r = rpc!(
                     pool,
+                    ctx,
                     target,
                     model_statistics,
                     req_pb::model_statistics(name, version)
@@ -92,18 +108,25 @@ impl Gateway {
                 rendered(r, render::model_statistics_json)
             }
             Route::RepositoryIndex => {
-                let r = rpc!(pool, ANY, repository_index, req_pb::repository_index(body)?);
+                let r = rpc!(
+                    pool,
+                    ctx,
+                    ANY,
+                    repository_index,
+                    req_pb::repository_index(body)?
+                );
                 rendered(r, render::repository_index_json)
             }
             Route::RepositoryLoad { model, repository } => {
                 no_repository_name(repository)?;
                 let request = req_pb::repository_load(model, body)?;
-                self.repository_control(model, Control::Load(request)).await
+                self.repository_control(ctx, model, Control::Load(request))
+                    .await
             }
             Route::RepositoryUnload { model, repository } => {
                 no_repository_name(repository)?;
                 let request = req_pb::repository_unload(model, body);
-                self.repository_control(model, Control::Unload(request))
+                self.repository_control(ctx, model, Control::Unload(request))
                     .await
             }
             Route::SystemShm { region, action } => {
@@ -112,6 +135,7 @@ impl Gateway {
                     ShmAction::Status => {
                         let r = rpc!(
                             pool,
+                            ctx,
                             ANY,
                             system_shared_memory_status,
                             req_pb::system_shm_status(region)
@@ -120,11 +144,17 @@ impl Gateway {
                     }
                     ShmAction::Register => {
                         let request = req_pb::system_shm_register(region, body)?;
-                        done(rpc!(pool, ANY, system_shared_memory_register, request))
+                        done(rpc!(pool, ctx, ANY, system_shared_memory_register, request))
                     }
                     ShmAction::Unregister => {
                         let request = req_pb::system_shm_unregister(region);
-                        done(rpc!(pool, ANY, system_shared_memory_unregister, request))
+                        done(rpc!(
+                            pool,
+                            ctx,
+                            ANY,
+                            system_shared_memory_unregister,
+                            request
+                        ))
                     }
                 }
             }
@@ -134,6 +164,7 @@ impl Gateway {
                     ShmAction::Status => {
                         let r = rpc!(
                             pool,
+                            ctx,
                             ANY,
                             cuda_shared_memory_status,
                             req_pb::cuda_shm_status(region)
@@ -142,11 +173,11 @@ impl Gateway {
                     }
                     ShmAction::Register => {
                         let request = req_pb::cuda_shm_register(region, body)?;
-                        done(rpc!(pool, ANY, cuda_shared_memory_register, request))
+                        done(rpc!(pool, ctx, ANY, cuda_shared_memory_register, request))
                     }
                     ShmAction::Unregister => {
                         let request = req_pb::cuda_shm_unregister(region);
-                        done(rpc!(pool, ANY, cuda_shared_memory_unregister, request))
+                        done(rpc!(pool, ctx, ANY, cuda_shared_memory_unregister, request))
                     }
                 }
             }
@@ -158,7 +189,7 @@ impl Gateway {
                     req_pb::trace_setting_get(model)
                 };
                 rendered(
-                    rpc!(pool, ANY, trace_setting, request),
+                    rpc!(pool, ctx, ANY, trace_setting, request),
                     render::trace_settings_json,
                 )
             }
@@ -173,7 +204,7 @@ impl Gateway {
                 let applied = if request.settings.is_empty() && error.is_some() {
                     None
                 } else {
-                    Some(rpc!(pool, ANY, log_settings, request)?)
+                    Some(rpc!(pool, ctx, ANY, log_settings, request)?)
                 };
                 if let Some(error) = error {
                     return Err(error);
@@ -228,11 +259,12 @@ impl Gateway {
     /// `Tensorgate-Backends` after a fan-out.
     pub(crate) async fn repository_control(
         &self,
+        ctx: &RequestContext,
         model: &str,
         control: Control,
     ) -> Result<HttpResponse> {
         let placed = self
-            .control_repository(model, control, &CallOptions::default())
+            .control_repository(ctx, model, control, &CallOptions::default())
             .await?;
         let mut response = HttpResponse::empty(200, "application/json");
         if let Some(backends) = placed.backends {

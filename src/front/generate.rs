@@ -11,13 +11,14 @@ use tokio::sync::mpsc;
 use tonic::codec::Streaming;
 
 use crate::app::Gateway;
+use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedResponse};
 use crate::front::route::ModelRef;
 use crate::model::InferRequest;
 use crate::proto::inference::ModelStreamInferResponse;
 use crate::translate::from_grpc::stream::{stream_item, StreamItem};
-use crate::translate::sequence::sequence_key;
+use crate::translate::sequence::request_sequence_key;
 use crate::translate::to_grpc;
 use crate::upstream::{call, Client, Lease, Target};
 use crate::wire::{compress, generate};
@@ -84,10 +85,11 @@ impl Gateway {
     /// Triton's error text with the status of the first message.
     pub(crate) async fn generate_once(
         &self,
+        ctx: &RequestContext,
         model: &ModelRef,
         req: &HttpRequest,
     ) -> Result<HttpResponse> {
-        let mut upstream = self.open_generate(model, req).await?;
+        let mut upstream = self.open_generate(ctx, model, req).await?;
         let first = upstream.next().await;
         let status = first_status(first.as_ref())?;
         let mut body = None;
@@ -118,10 +120,11 @@ impl Gateway {
     /// response as `data: <json>\n\n` as it arrives.
     pub(crate) async fn generate_stream(
         &self,
+        ctx: &RequestContext,
         model: &ModelRef,
         req: &HttpRequest,
     ) -> Result<Answer> {
-        let mut upstream = self.open_generate(model, req).await?;
+        let mut upstream = self.open_generate(ctx, model, req).await?;
         let first = upstream.next().await;
         let status = first_status(first.as_ref())?;
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
@@ -145,8 +148,13 @@ impl Gateway {
 
     /// Facts §1.6 order: model signature (unknown model → 404), request
     /// `Content-Encoding`, body → request; then the upstream stream opens.
-    async fn open_generate(&self, model: &ModelRef, req: &HttpRequest) -> Result<Upstream> {
-        let info = self.model_info(model).await?.ok_or_else(|| {
+    async fn open_generate(
+        &self,
+        ctx: &RequestContext,
+        model: &ModelRef,
+        req: &HttpRequest,
+    ) -> Result<Upstream> {
+        let info = self.model_info(ctx, model).await?.ok_or_else(|| {
             Error::unsupported(
                 "generate needs the model's inputs, which the upstream does not provide (no ModelConfig or ModelMetadata)",
             )
@@ -172,7 +180,7 @@ impl Gateway {
             .retain(|(k, _)| !k.starts_with("triton_"));
         let timeout = self.config().generate.stream_timeout();
         let deadline = tokio::time::Instant::now() + timeout;
-        let (lease, stream) = self.call_stream_infer(&request).await?;
+        let (lease, stream) = self.call_stream_infer(ctx, &request).await?;
         Ok(Upstream {
             lease,
             stream,
@@ -188,18 +196,19 @@ impl Gateway {
     /// sequence); opening the stream counts toward its passive health.
     async fn call_stream_infer(
         &self,
+        ctx: &RequestContext,
         request: &InferRequest,
     ) -> Result<(Lease, Streaming<ModelStreamInferResponse>)> {
-        let message = to_grpc::model_infer(request);
         let pool = &self.pool();
         pool.started().await;
-        let sequence = sequence_key(&message);
+        let sequence = request_sequence_key(request);
         let target = Target {
             model: Some(&request.model_name),
             sequence: sequence.as_deref(),
         };
         let lease = pool.pick(&target, &[])?;
         let timeout = self.config().generate.stream_timeout();
+        let message = to_grpc::model_infer(request);
         let open = |mut client: Client, timeout| {
             let message = message.clone();
             async move {
@@ -207,13 +216,13 @@ impl Gateway {
                     .model_stream_infer(call::request(
                         tokio_stream::once(message),
                         timeout,
-                        call::current_trace().as_ref(),
+                        ctx.trace(),
                     ))
                     .await
             }
         };
         let stream = pool
-            .call_on(&lease, timeout, &open)
+            .call_on(ctx, &lease, timeout, &open)
             .await
             .map_err(call::Attempt::into_error)?;
         Ok((lease, stream))

@@ -6,12 +6,11 @@ use tracing::Instrument;
 
 use crate::app::guard::bearer;
 use crate::app::Gateway;
+use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::front::http::{Answer, HttpRequest, HttpResponse};
 use crate::front::route::Route;
-use crate::metrics::Metrics;
 use crate::trace::TraceContext;
-use crate::upstream::call;
 
 impl Gateway {
     /// Classifies and answers one request (method check included).
@@ -50,8 +49,10 @@ impl Gateway {
         let trace = TraceContext::from_headers(req.header("traceparent"), req.header("tracestate"))
             .joined(&span);
         let trace_id = trace.trace_id();
-        let answer = Metrics::timed(call::traced(trace, self.answer_route(route, req)));
-        let (answer, upstream) = answer.instrument(span.clone()).await;
+        let ctx = RequestContext::traced(trace);
+        let answer = self.answer_route(&ctx, route, req);
+        let answer = answer.instrument(span.clone()).await;
+        let upstream = ctx.upstream_use();
         let (status, bytes_out) = match &answer {
             Answer::Full(response) => (response.status, response.body_len()),
             Answer::Streamed(streamed) => (streamed.status, 0),
@@ -121,7 +122,7 @@ impl Gateway {
     }
 
     /// Access rules, then the route's answer; every failure an answer.
-    async fn answer_route(&self, route: &Route, req: &HttpRequest) -> Answer {
+    async fn answer_route(&self, ctx: &RequestContext, route: &Route, req: &HttpRequest) -> Answer {
         let credential = bearer(req.header("Authorization"));
         let guard = self.guard();
         let _permit = match guard
@@ -132,7 +133,7 @@ impl Gateway {
             Err(error) => return Answer::Full(crate::front::v1::refusal(self, route, &error)),
         };
         if let Route::V1(v1) = route {
-            return Answer::Full(self.v1(v1, req).await);
+            return Answer::Full(self.v1(ctx, v1, req).await);
         }
         if !route.allows(&req.method) {
             let mut error = Error::method_not_allowed();
@@ -141,7 +142,7 @@ impl Gateway {
             }
             return Answer::Full(HttpResponse::error(&error));
         }
-        match self.dispatch(route, req).await {
+        match self.dispatch(ctx, route, req).await {
             Ok(answer) => answer,
             Err(error) => {
                 tracing::debug!(status = error.status(), message = %error.message, "request failed");
@@ -150,12 +151,17 @@ impl Gateway {
         }
     }
 
-    async fn dispatch(&self, route: &Route, req: &HttpRequest) -> Result<Answer> {
+    async fn dispatch(
+        &self,
+        ctx: &RequestContext,
+        route: &Route,
+        req: &HttpRequest,
+    ) -> Result<Answer> {
         match route {
-            Route::Infer(model) => self.infer(model, req).await.map(Answer::Full),
-            Route::Generate(model) => self.generate_once(model, req).await.map(Answer::Full),
-            Route::GenerateStream(model) => self.generate_stream(model, req).await,
-            _ => self.endpoint(route, req).await.map(Answer::Full),
+            Route::Infer(model) => self.infer(ctx, model, req).await.map(Answer::Full),
+            Route::Generate(model) => self.generate_once(ctx, model, req).await.map(Answer::Full),
+            Route::GenerateStream(model) => self.generate_stream(ctx, model, req).await,
+            _ => self.endpoint(ctx, route, req).await.map(Answer::Full),
         }
     }
 }

@@ -5,19 +5,25 @@
 use bytes::Bytes;
 
 use crate::app::Gateway;
+use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::route::ModelRef;
 use crate::model::{InferRequest, Param};
-use crate::translate::sequence::sequence_key;
+use crate::translate::sequence::request_sequence_key;
 use crate::translate::{checks, from_grpc, to_grpc};
 use crate::upstream::call::rpc;
 use crate::upstream::Target;
 use crate::wire::{compress, v2_request, v2_response};
 
 impl Gateway {
-    pub(crate) async fn infer(&self, model: &ModelRef, req: &HttpRequest) -> Result<HttpResponse> {
-        let info = self.model_info(model).await.map_err(Error::plain)?;
+    pub(crate) async fn infer(
+        &self,
+        ctx: &RequestContext,
+        model: &ModelRef,
+        req: &HttpRequest,
+    ) -> Result<HttpResponse> {
+        let info = self.model_info(ctx, model).await.map_err(Error::plain)?;
         if info.as_ref().is_some_and(|i| i.decoupled) {
             return Err(Error::unsupported(
                 "HTTP end point doesn't support models with decoupled transaction policy",
@@ -44,7 +50,7 @@ impl Gateway {
         checks::classification(&request, info.as_deref())?;
         checks::tensor_sizes(&request, info.as_deref())?;
         self.forward_headers(req, &mut request);
-        let response = self.call_infer(&request).await?;
+        let response = self.call_infer(ctx, &request).await?;
         let encoded = v2_response::encode(&response, &request)?;
         Ok(self.infer_response(encoded, req.header("Accept-Encoding")))
     }
@@ -56,15 +62,16 @@ impl Gateway {
     /// server to enforce, as on Triton.
     pub(crate) async fn call_infer(
         &self,
+        ctx: &RequestContext,
         request: &InferRequest,
     ) -> Result<crate::model::InferResponse> {
-        let message = to_grpc::model_infer(request);
-        let sequence = sequence_key(&message);
+        let sequence = request_sequence_key(request);
         let target = Target {
             model: Some(&request.model_name),
             sequence: sequence.as_deref(),
         };
-        let response = rpc!(self.pool(), target, model_infer, message)?;
+        let message = to_grpc::model_infer(request);
+        let response = rpc!(self.pool(), ctx, target, model_infer, message)?;
         Ok(from_grpc::model_infer(response, &request.id))
     }
 

@@ -19,6 +19,7 @@ use crate::app::fanout::{CallOptions, Control, Placed};
 use crate::app::guard::Permit;
 use crate::app::metadata::Front;
 use crate::app::Gateway;
+use crate::context::RequestContext;
 use crate::proto::inference as pb;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceService;
 use crate::translate::sequence::sequence_key;
@@ -57,9 +58,10 @@ impl Passthrough {
         };
         let message = request.into_inner();
         let name = model(&message).to_owned();
+        let ctx = &RequestContext::untraced();
         let placed = self
             .gateway
-            .control_repository(&name, control(message), &options)
+            .control_repository(ctx, &name, control(message), &options)
             .await
             .map_err(|e| e.to_status())?;
         let mut response = Response::new(Resp::default());

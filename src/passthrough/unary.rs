@@ -10,6 +10,7 @@ use tonic::{Extensions, Request, Response, Status};
 
 use super::metadata;
 use crate::app::Gateway;
+use crate::context::RequestContext;
 use crate::upstream::{Client, Pool, Target};
 
 /// Which backends may take a call (the owned form of a [`Target`]).
@@ -58,8 +59,11 @@ where
     let deadline = metadata::deadline(&client_metadata);
     let forwarded = metadata::forwarded(&client_metadata);
     let pool: &Pool = gateway.pool();
+    // The client's metadata (its trace headers included) crosses as it
+    // came: the call has no trace of the gateway's own to add.
+    let ctx = RequestContext::untraced();
     let response = pool
-            .call(&aim.target(), deadline, |client, timeout| {
+            .call(&ctx, &aim.target(), deadline, |client, timeout| {
                 let mut upstream =
                     Request::from_parts(forwarded.clone(), Extensions::default(), message.clone());
                 upstream.set_timeout(timeout);

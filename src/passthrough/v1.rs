@@ -18,6 +18,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::admit_grpc;
 use crate::app::Gateway;
+use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::model::ModelRef;
 use crate::proto::v1 as pb;
@@ -82,7 +83,8 @@ async fn infer(gateway: &Gateway, request: pb::InferRequest) -> pb::InferRespons
             })
             .freeze(),
     };
-    match gateway.v1_infer_core(&model, &header, &data).await {
+    let ctx = &RequestContext::untraced();
+    match gateway.v1_infer_core(ctx, &model, &header, &data).await {
         Ok((meta_data, raw_output)) => pb::InferResponse {
             request_status: Some(request_status(gateway, None)),
             meta_data: Some(meta_data),
@@ -110,7 +112,8 @@ impl GrpcService for V1GrpcService {
         let _permit = admit_grpc(&self.gateway, &request, "metadata")?;
         let name = request.into_inner().model_name;
         let model = (!name.is_empty()).then_some(name.as_str());
-        let result = self.gateway.v1_server_status(model).await;
+        let ctx = &RequestContext::untraced();
+        let result = self.gateway.v1_server_status(ctx, model).await;
         Ok(Response::new(pb::StatusResponse {
             request_status: Some(request_status(&self.gateway, result.as_ref().err())),
             server_status: result.ok(),

@@ -1,15 +1,33 @@
-//! The sticky key of a sequence request, read from the `ModelInferRequest`
-//! both fronts send upstream (the HTTP front after translation, the gRPC
-//! passthrough as received), so a sequence reaches the same backend
+//! The sticky key of a sequence request: the same bytes whether it is read
+//! from a `ModelInferRequest` (the gRPC passthrough, as received) or from
+//! a request before its translation (the HTTP front, which routes before
+//! it builds the message), so a sequence reaches the same backend
 //! whichever protocol its requests arrive on.
 
+use crate::model::InferRequest;
 use crate::proto::inference::infer_parameter::ParameterChoice;
-use crate::proto::inference::ModelInferRequest;
+use crate::proto::inference::{InferParameter, ModelInferRequest};
+use crate::translate::to_grpc;
 
 /// The non-zero `sequence_id` parameter rendered as bytes (integers in
 /// decimal, strings as they are); `None` for requests outside a sequence.
 pub fn sequence_key(request: &ModelInferRequest) -> Option<Vec<u8>> {
-    let id = request.parameters.get("sequence_id")?;
+    key_of(request.parameters.get("sequence_id")?)
+}
+
+/// [`sequence_key`] of the message `request` translates to, without
+/// building it: the parameter as `to_grpc` renders it (the last of
+/// repeated names, as the message's map keeps).
+pub fn request_sequence_key(request: &InferRequest) -> Option<Vec<u8>> {
+    let (_, value) = request
+        .parameters
+        .iter()
+        .rev()
+        .find(|(name, _)| name == "sequence_id")?;
+    key_of(&to_grpc::param(value))
+}
+
+fn key_of(id: &InferParameter) -> Option<Vec<u8>> {
     match id.parameter_choice.as_ref()? {
         ParameterChoice::Uint64Param(0) | ParameterChoice::Int64Param(0) => None,
         ParameterChoice::Uint64Param(n) => Some(n.to_string().into_bytes()),
@@ -56,5 +74,42 @@ mod tests {
         assert_eq!(key(ParameterChoice::BoolParam(true)), None);
         assert_eq!(sequence_key(&with(None)), None);
         assert_eq!(sequence_key(&ModelInferRequest::default()), None);
+    }
+
+    /// The key read before translation equals the key of the translated
+    /// message, repeated names included.
+    #[test]
+    fn the_request_and_its_message_give_the_same_key() {
+        use crate::model::Param;
+        let cases: Vec<Vec<(&str, Param)>> = vec![
+            vec![],
+            vec![("sequence_id", Param::Uint64(42))],
+            vec![("sequence_id", Param::Int64(-3))],
+            vec![("sequence_id", Param::String("s1".into()))],
+            vec![("sequence_id", Param::Int64(0))],
+            vec![("sequence_id", Param::Bool(true))],
+            vec![
+                ("sequence_id", Param::Uint64(1)),
+                ("sequence_id", Param::Uint64(2)),
+            ],
+            vec![
+                ("sequence_start", Param::Bool(true)),
+                ("sequence_id", Param::String(String::new())),
+            ],
+        ];
+        for params in cases {
+            let request = InferRequest {
+                model_name: "m".into(),
+                parameters: params.into_iter().map(|(n, p)| (n.to_owned(), p)).collect(),
+                ..InferRequest::default()
+            };
+            let message = to_grpc::model_infer(&request);
+            assert_eq!(
+                request_sequence_key(&request),
+                sequence_key(&message),
+                "{:?}",
+                request.parameters
+            );
+        }
     }
 }

@@ -12,6 +12,7 @@ use super::backend::Lease;
 pub use super::failure::failure_text;
 use super::pool::{Pool, Target};
 use super::Client;
+use crate::context::RequestContext;
 use crate::error::{causes, duration_text, Error, Kind, Result};
 use crate::trace::TraceContext;
 
@@ -85,6 +86,7 @@ impl Pool {
     /// configured request timeout.
     pub async fn call<T, F, Fut>(
         &self,
+        ctx: &RequestContext,
         target: &Target<'_>,
         deadline: Option<Duration>,
         rpc: F,
@@ -103,7 +105,7 @@ impl Pool {
         let mut tried: Vec<SocketAddr> = Vec::new();
         loop {
             let lease = self.pick(target, &tried)?;
-            match self.call_on(&lease, deadline, &rpc).await {
+            match self.call_on(ctx, &lease, deadline, &rpc).await {
                 Err(Attempt::NeverReached(error)) if tried.len() + 1 < attempts => {
                     tracing::debug!(backend = %lease.addr(), error = %error, "attempt never reached the backend; retrying elsewhere");
                     tried.push(lease.addr());
@@ -116,9 +118,10 @@ impl Pool {
 
     /// One attempt on a chosen backend within what is left of `deadline`
     /// (a bare `Duration` is the gateway's own), with passive health
-    /// accounting.
+    /// accounting; its time is added to `ctx`.
     pub async fn call_on<T, F, Fut>(
         &self,
+        ctx: &RequestContext,
         lease: &Lease,
         deadline: impl Into<Deadline>,
         rpc: &F,
@@ -132,13 +135,14 @@ impl Pool {
         let started = Instant::now();
         let remaining = deadline.remaining();
         let result = tokio::time::timeout(remaining, rpc(lease.client(), remaining)).await;
+        let finished = |outcome: &str| {
+            let took = started.elapsed();
+            self.metrics().upstream_call(&backend.label, outcome, took);
+            ctx.upstream_attempt(backend.addr, took);
+        };
         let (error, unreached, cause) = match result {
             Ok(Ok(response)) => {
-                self.metrics().upstream_call(
-                    (&backend.label, backend.addr),
-                    "ok",
-                    started.elapsed(),
-                );
+                finished("ok");
                 backend.record_success();
                 return Ok(response.into_inner());
             }
@@ -158,8 +162,7 @@ impl Pool {
             Kind::UpstreamTimeout => "timeout",
             _ => "error",
         };
-        self.metrics()
-            .upstream_call((&backend.label, backend.addr), outcome, started.elapsed());
+        finished(outcome);
         if deadline.blames_backend(error.kind, unreached) {
             let why = deadline.failure(error.kind, cause.as_ref());
             let settings = self.settings();
@@ -206,42 +209,25 @@ pub fn request<T>(
     request
 }
 
-tokio::task_local! {
-    /// Compatibility shim until the front passes its request context down:
-    /// the trace of the HTTP request being answered, set around the whole
-    /// answer by `front::handler` ([`traced`]), read by [`current_trace`].
-    static TRACE: TraceContext;
-}
-
-/// Runs `answer` with `trace` as the one [`current_trace`] returns (shim).
-pub async fn traced<F: Future>(trace: TraceContext, answer: F) -> F::Output {
-    TRACE.scope(trace, answer).await
-}
-
-/// The trace set by [`traced`] around the running request, if any (shim;
-/// every caller is a call site still to be given the trace explicitly).
-pub fn current_trace() -> Option<TraceContext> {
-    TRACE.try_with(TraceContext::clone).ok()
-}
-
-/// `rpc!(pool, target, method, message)`: one unary RPC through
-/// [`Pool::call`], the message cloned per attempt (tensor bytes are
-/// `Bytes`: a clone is a reference count).
+/// `rpc!(pool, ctx, target, method, message)`: one unary RPC through
+/// [`Pool::call`] for the request `ctx`, the message cloned per attempt
+/// (tensor bytes are `Bytes`: a clone is a reference count).
 macro_rules! rpc {
-    ($pool:expr, $target:expr, $method:ident, $message:expr) => {
-        rpc!($pool, $target, None, $method, $message)
+    ($pool:expr, $ctx:expr, $target:expr, $method:ident, $message:expr) => {
+        rpc!($pool, $ctx, $target, None, $method, $message)
     };
-    ($pool:expr, $target:expr, $deadline:expr, $method:ident, $message:expr) => {{
+    ($pool:expr, $ctx:expr, $target:expr, $deadline:expr, $method:ident, $message:expr) => {{
         let message = $message;
+        let ctx: &$crate::context::RequestContext = $ctx;
         $pool
-            .call(&$target, $deadline, |mut client, timeout| {
+            .call(ctx, &$target, $deadline, |mut client, timeout| {
                 let message = message.clone();
                 async move {
                     client
                         .$method($crate::upstream::call::request(
                             message,
                             timeout,
-                            $crate::upstream::call::current_trace().as_ref(),
+                            ctx.trace(),
                         ))
                         .await
                 }

@@ -12,6 +12,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::app::Gateway;
+use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::model::ModelRef;
 use crate::proto::v1 as pb;
@@ -37,11 +38,12 @@ impl Gateway {
     /// (classes included) and the raw outputs out.
     pub(crate) async fn v1_infer_core(
         &self,
+        ctx: &RequestContext,
         model: &ModelRef,
         header: &pb::InferRequestHeader,
         data: &Bytes,
     ) -> Result<(pb::InferResponseHeader, Vec<Bytes>)> {
-        let info = self.model_info(model).await?.ok_or_else(|| {
+        let info = self.model_info(ctx, model).await?.ok_or_else(|| {
             Error::unsupported(
                 "v1 inference needs the model configuration, which the upstream does not provide",
             )
@@ -55,7 +57,7 @@ impl Gateway {
             request::infer_request(&model.name, &model.version, header, &info, data)?;
         checks::classification(&request, Some(&info))?;
         checks::tensor_sizes(&request, Some(&info))?;
-        let result = self.v1_model_infer(&request).await?;
+        let result = self.v1_model_infer(ctx, &request).await?;
         response::infer_response(&result, &plan, &model.version)
     }
 }

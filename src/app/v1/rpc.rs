@@ -6,6 +6,7 @@
 
 use crate::app::fanout::{CallOptions, Control};
 use crate::app::Gateway;
+use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::model::{InferRequest, InferResponse};
 use crate::proto::inference as pb;
@@ -35,44 +36,68 @@ impl Gateway {
     /// upstream has no repository API.
     pub(crate) async fn v1_repository_index(
         &self,
+        ctx: &RequestContext,
     ) -> Result<Option<Vec<pb::repository_index_response::ModelIndex>>> {
         let request = pb::RepositoryIndexRequest {
             repository_name: String::new(),
             ready: false,
         };
-        match rpc!(self.pool(), Target::default(), repository_index, request) {
+        match rpc!(
+            self.pool(),
+            ctx,
+            Target::default(),
+            repository_index,
+            request
+        ) {
             Ok(r) => Ok(Some(r.models)),
             Err(e) if e.kind == Kind::Unsupported => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    pub(crate) async fn v1_model_config(&self, name: &str) -> Result<pb::ModelConfig> {
+    pub(crate) async fn v1_model_config(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+    ) -> Result<pb::ModelConfig> {
         let request = pb::ModelConfigRequest {
             name: name.to_string(),
             version: String::new(),
         };
-        let r = rpc!(self.pool(), model(name), model_config, request)?;
+        let r = rpc!(self.pool(), ctx, model(name), model_config, request)?;
         Ok(r.config.unwrap_or_default())
     }
 
-    pub(crate) async fn v1_model_versions(&self, name: &str) -> Result<Vec<String>> {
+    pub(crate) async fn v1_model_versions(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+    ) -> Result<Vec<String>> {
         let request = pb::ModelMetadataRequest {
             name: name.to_string(),
             version: String::new(),
         };
-        Ok(rpc!(self.pool(), model(name), model_metadata, request)?.versions)
+        Ok(rpc!(self.pool(), ctx, model(name), model_metadata, request)?.versions)
     }
 
-    pub(crate) async fn v1_model_ready(&self, name: &str, version: &str) -> Result<bool> {
+    pub(crate) async fn v1_model_ready(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+        version: &str,
+    ) -> Result<bool> {
         let request = pb::ModelReadyRequest {
             name: name.to_string(),
             version: version.to_string(),
         };
-        Ok(rpc!(self.pool(), model(name), model_ready, request)?.ready)
+        Ok(rpc!(self.pool(), ctx, model(name), model_ready, request)?.ready)
     }
 
-    pub(crate) async fn v1_model_statistics(&self, name: &str) -> Result<Vec<pb::ModelStatistics>> {
+    pub(crate) async fn v1_model_statistics(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+    ) -> Result<Vec<pb::ModelStatistics>> {
         let request = pb::ModelStatisticsRequest {
             name: name.to_string(),
             version: String::new(),
@@ -82,34 +107,38 @@ impl Gateway {
         } else {
             model(name)
         };
-        Ok(rpc!(self.pool(), target, model_statistics, request)?.model_stats)
+        Ok(rpc!(self.pool(), ctx, target, model_statistics, request)?.model_stats)
     }
 
-    pub(crate) async fn v1_model_infer(&self, request: &InferRequest) -> Result<InferResponse> {
-        self.call_infer(request).await
+    pub(crate) async fn v1_model_infer(
+        &self,
+        ctx: &RequestContext,
+        request: &InferRequest,
+    ) -> Result<InferResponse> {
+        self.call_infer(ctx, request).await
     }
 
-    pub(crate) async fn v1_model_load(&self, name: &str) -> Result<()> {
+    pub(crate) async fn v1_model_load(&self, ctx: &RequestContext, name: &str) -> Result<()> {
         let request = pb::RepositoryModelLoadRequest {
             repository_name: String::new(),
             model_name: name.to_string(),
             parameters: Default::default(),
         };
-        self.v1_control(name, Control::Load(request)).await
+        self.v1_control(ctx, name, Control::Load(request)).await
     }
 
-    pub(crate) async fn v1_model_unload(&self, name: &str) -> Result<()> {
+    pub(crate) async fn v1_model_unload(&self, ctx: &RequestContext, name: &str) -> Result<()> {
         let request = pb::RepositoryModelUnloadRequest {
             repository_name: String::new(),
             model_name: name.to_string(),
             parameters: Default::default(),
         };
-        self.v1_control(name, Control::Unload(request)).await
+        self.v1_control(ctx, name, Control::Unload(request)).await
     }
 
     /// Load/unload with the v2 front's fan-out (every ready backend).
-    async fn v1_control(&self, name: &str, control: Control) -> Result<()> {
-        self.control_repository(name, control, &CallOptions::default())
+    async fn v1_control(&self, ctx: &RequestContext, name: &str, control: Control) -> Result<()> {
+        self.control_repository(ctx, name, control, &CallOptions::default())
             .await
             .map(drop)
             .map_err(|e: Error| e)

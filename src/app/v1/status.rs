@@ -4,18 +4,23 @@
 //! configuration the upstream serves (unloaded models have none).
 
 use crate::app::Gateway;
+use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::proto::v1 as pb;
 use crate::translate::v1::status::{self, ModelFacts};
 
 impl Gateway {
-    pub(crate) async fn v1_server_status(&self, model: Option<&str>) -> Result<pb::ServerStatus> {
+    pub(crate) async fn v1_server_status(
+        &self,
+        ctx: &RequestContext,
+        model: Option<&str>,
+    ) -> Result<pb::ServerStatus> {
         let ready = self.v1_server_ready().await?;
-        let index = self.v1_repository_index().await?;
+        let index = self.v1_repository_index(ctx).await?;
         let mut models = Vec::new();
         match model {
             Some(name) => {
-                let facts = self.v1_model_facts(name, index.as_deref()).await;
+                let facts = self.v1_model_facts(ctx, name, index.as_deref()).await;
                 models.push(facts.map_err(|e| match e.kind {
                     Kind::NotFound | Kind::InvalidArg => Error::new(
                         e.kind,
@@ -32,7 +37,7 @@ impl Gateway {
                     }
                 }
                 for name in names {
-                    match self.v1_model_facts(name, index.as_deref()).await {
+                    match self.v1_model_facts(ctx, name, index.as_deref()).await {
                         Ok(facts) => models.push(facts),
                         Err(e) if matches!(e.kind, Kind::NotFound | Kind::InvalidArg) => {}
                         Err(e) => return Err(e),
@@ -52,10 +57,11 @@ impl Gateway {
 
     async fn v1_model_facts(
         &self,
+        ctx: &RequestContext,
         name: &str,
         index: Option<&[crate::proto::inference::repository_index_response::ModelIndex]>,
     ) -> Result<ModelFacts> {
-        let config = self.v1_model_config(name).await?;
+        let config = self.v1_model_config(ctx, name).await?;
         let mut versions: Vec<(i64, String, String)> = index
             .unwrap_or_default()
             .iter()
@@ -64,8 +70,8 @@ impl Gateway {
             .collect();
         if versions.is_empty() {
             // No repository API (or no versions listed): ask per version.
-            for version in self.v1_model_versions(name).await? {
-                let ready = self.v1_model_ready(name, &version).await?;
+            for version in self.v1_model_versions(ctx, name).await? {
+                let ready = self.v1_model_ready(ctx, name, &version).await?;
                 if let Ok(number) = version.parse() {
                     let state = if ready { "READY" } else { "UNAVAILABLE" };
                     versions.push((number, state.to_string(), String::new()));
@@ -73,7 +79,10 @@ impl Gateway {
             }
         }
         // Statistics are optional: servers without the API still get a status.
-        let stats = self.v1_model_statistics(name).await.unwrap_or_default();
+        let stats = self
+            .v1_model_statistics(ctx, name)
+            .await
+            .unwrap_or_default();
         Ok(ModelFacts {
             config,
             versions,

@@ -5,6 +5,7 @@
 
 use super::Answer;
 use crate::app::Gateway;
+use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::front::http::HttpRequest;
 use crate::front::route::ModelRef;
@@ -13,6 +14,7 @@ use crate::wire::v1::{answer, text, Format};
 impl Gateway {
     pub(super) async fn v1_infer(
         &self,
+        ctx: &RequestContext,
         model: &ModelRef,
         format: Format,
         req: &HttpRequest,
@@ -25,7 +27,7 @@ impl Gateway {
             .ok_or_else(|| Error::invalid("missing NV-InferRequest header"))?;
         let header = text::parse_request_header(value)
             .map_err(|e| Error::invalid(format!("failed to parse NV-InferRequest header: {e}")))?;
-        let (header, raw) = self.v1_infer_core(model, &header, &req.body).await?;
+        let (header, raw) = self.v1_infer_core(ctx, model, &header, &req.body).await?;
         let (value, body) = answer::infer(&header, raw, format);
         Ok(Answer {
             content_type: Some("application/octet-stream"),

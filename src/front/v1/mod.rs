@@ -13,6 +13,7 @@ use bytes::Bytes;
 
 use crate::app::v1::{next_request_id, started};
 use crate::app::Gateway;
+use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::route::Route;
@@ -48,11 +49,16 @@ impl Answer {
 
 impl Gateway {
     /// Answers one v1 request.
-    pub async fn v1(&self, route: &V1Route, req: &HttpRequest) -> HttpResponse {
+    pub async fn v1(
+        &self,
+        ctx: &RequestContext,
+        route: &V1Route,
+        req: &HttpRequest,
+    ) -> HttpResponse {
         started();
         let request_id = next_request_id();
         let result = if route.allows(&req.method) {
-            self.v1_dispatch(route, req).await
+            self.v1_dispatch(ctx, route, req).await
         } else {
             Err(Error::method_not_allowed())
         };
@@ -82,30 +88,35 @@ impl Gateway {
         }
     }
 
-    async fn v1_dispatch(&self, route: &V1Route, req: &HttpRequest) -> Result<Answer> {
+    async fn v1_dispatch(
+        &self,
+        ctx: &RequestContext,
+        route: &V1Route,
+        req: &HttpRequest,
+    ) -> Result<Answer> {
         match route {
             V1Route::HealthLive => health(self.v1_server_live().await?, "live"),
             V1Route::HealthReady => health(self.v1_server_ready().await?, "ready"),
             V1Route::Status { model, format } => {
                 let format = json_if_accepted(*format, req);
-                let status = self.v1_server_status(model.as_deref()).await?;
+                let status = self.v1_server_status(ctx, model.as_deref()).await?;
                 Ok(Answer::message(&status, format))
             }
-            V1Route::Infer { model, format } => self.v1_infer(model, *format, req).await,
+            V1Route::Infer { model, format } => self.v1_infer(ctx, model, *format, req).await,
             V1Route::ModelLoad(model) => {
                 self.models().invalidate(model);
-                self.v1_model_load(model).await?;
+                self.v1_model_load(ctx, model).await?;
                 self.models().invalidate(model);
                 Ok(Answer::empty())
             }
             V1Route::ModelUnload(model) => {
                 self.models().invalidate(model);
-                self.v1_model_unload(model).await?;
+                self.v1_model_unload(ctx, model).await?;
                 self.models().invalidate(model);
                 Ok(Answer::empty())
             }
             V1Route::RepositoryIndex(format) => {
-                let index = self.v1_repository_index().await?.ok_or_else(|| {
+                let index = self.v1_repository_index(ctx, ).await?.ok_or_else(|| {
                     Error::unsupported("the upstream has no model repository API")
                 })?;
                 let mut models: Vec<pb::model_repository_index::ModelEntry> = Vec::new();
