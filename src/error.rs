@@ -63,7 +63,7 @@ pub struct Error {
     pub ct: ErrorCt,
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Kind {
     /// HTTP status and the gRPC code a gRPC client would see.
@@ -272,7 +272,7 @@ impl std::error::Error for Error {}
 
 /// `d` in the largest unit that keeps it at least 1 (ns, µs, ms; seconds
 /// from 10 s), with at most two decimals: `5 µs`, `47.5 ms`, `9950 ms`, `60 s`.
-pub fn duration_text(d: std::time::Duration) -> String {
+pub(crate) fn duration_text(d: std::time::Duration) -> String {
     let ns = d.as_nanos() as f64;
     let (value, unit) = match d.as_nanos() {
         0..1_000 => (ns, "ns"),
@@ -287,7 +287,9 @@ pub fn duration_text(d: std::time::Duration) -> String {
 
 /// The errors beneath a status, outermost first (tonic keeps the transport
 /// error that made it up as its source).
-pub fn causes(status: &tonic::Status) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+pub(crate) fn causes(
+    status: &tonic::Status,
+) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
     std::iter::successors(std::error::Error::source(status), |err| err.source())
 }
 

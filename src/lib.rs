@@ -11,18 +11,18 @@
 //! as [`proto`]); the embedded demo upstream used by `tensorgate demo` and
 //! the tests is the crate `tensorgate-demo`.
 
-pub mod app;
+pub(crate) mod app;
 pub mod config;
-pub mod context;
-pub mod error;
+pub(crate) mod context;
+pub(crate) mod error;
 pub mod front;
-pub mod json_str;
-pub mod metrics;
+pub(crate) mod json_str;
+pub(crate) mod metrics;
 pub mod model;
 pub mod passthrough;
 pub mod server;
 pub mod telemetry;
-pub mod trace;
+pub(crate) mod trace;
 pub mod translate;
 pub mod upstream;
 pub mod wire;

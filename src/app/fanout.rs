@@ -20,7 +20,7 @@ use crate::proto::inference as pb;
 use crate::upstream::{health, Client, Lease, Pool, Target};
 
 #[derive(Clone)]
-pub enum Control {
+pub(crate) enum Control {
     Load(pb::RepositoryModelLoadRequest),
     Unload(pb::RepositoryModelUnloadRequest),
 }
@@ -28,14 +28,14 @@ pub enum Control {
 /// How the upstream calls are made: the HTTP front uses the defaults, the
 /// gRPC passthrough the client's deadline and metadata.
 #[derive(Debug, Clone, Default)]
-pub struct CallOptions {
+pub(crate) struct CallOptions {
     pub deadline: Option<Duration>,
     pub metadata: MetadataMap,
 }
 
 /// What a successful repository control did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Placed {
+pub(crate) struct Placed {
     /// With fan-out: `ADDRESS=ok` per backend, in address order.
     pub backends: Option<String>,
 }

@@ -23,7 +23,7 @@ use crate::metrics::Metrics;
 /// Groups a key may call (`None`: all).
 type Keys = HashMap<String, Option<Vec<String>>>;
 
-pub struct Guard {
+pub(crate) struct Guard {
     /// Triton's restricted APIs: group → (header, value).
     restricted: HashMap<String, (String, String)>,
     open_groups: Vec<String>,
@@ -38,7 +38,7 @@ pub struct Guard {
 }
 
 /// What an admitted request holds until it is answered.
-pub struct Permit {
+pub(crate) struct Permit {
     _client: Option<InflightSlot>,
     _global: Option<GlobalSlot>,
 }
@@ -64,7 +64,7 @@ struct FileState {
 }
 
 impl Guard {
-    pub fn new(auth: &Auth, limits: &Limits) -> Guard {
+    pub(crate) fn new(auth: &Auth, limits: &Limits) -> Guard {
         let inline = auth
             .keys
             .iter()
@@ -110,7 +110,7 @@ impl Guard {
     /// anything else: a restricted group needs its header (`header` looks
     /// one up by name, case-insensitively) with exactly the configured
     /// value; else Triton's 403, `text/plain`, naming the header.
-    pub fn restricted<'a>(
+    pub(crate) fn restricted<'a>(
         &self,
         group: &str,
         header: impl Fn(&str) -> Option<&'a [u8]>,
@@ -136,7 +136,7 @@ impl Guard {
 
     /// Admits a request to `group` from `peer` with `credential` (the
     /// bearer token), or says why not (and counts the refusal).
-    pub fn admit(
+    pub(crate) fn admit(
         &self,
         group: &str,
         credential: Option<&str>,
@@ -270,7 +270,7 @@ impl KeysFile {
 }
 
 /// `<key> [group,group...]` per line; blank lines and `#` comments skipped.
-pub fn parse_keys(text: &str) -> Keys {
+pub(crate) fn parse_keys(text: &str) -> Keys {
     text.lines()
         .map(|l| l.split('#').next().unwrap_or("").trim())
         .filter(|l| !l.is_empty())
@@ -288,7 +288,7 @@ pub fn parse_keys(text: &str) -> Keys {
 }
 
 /// The bearer token of an `Authorization` header value.
-pub fn bearer(value: Option<&[u8]>) -> Option<&str> {
+pub(crate) fn bearer(value: Option<&[u8]>) -> Option<&str> {
     let value = std::str::from_utf8(value?).ok()?.trim();
     let (scheme, token) = value.split_once(' ')?;
     scheme

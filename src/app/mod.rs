@@ -14,7 +14,7 @@ mod models;
 pub(crate) mod v1;
 
 pub(crate) use connections::{accepted_or_backoff, OpenConnections, Slot, DRAIN_IDLE, H2_PREFACE};
-pub use inflight::{Inflight, InflightGuard};
+pub(crate) use inflight::{Inflight, InflightGuard};
 
 use std::sync::Arc;
 
@@ -28,7 +28,7 @@ use crate::wire::v2_request::DecodeLimits;
 use guard::Guard;
 
 /// Reads the configuration again (the file, then the command line).
-pub type ReloadSource = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
+pub(crate) type ReloadSource = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
 
 /// Everything a request needs, shared by all requests.
 pub struct Gateway {

@@ -9,22 +9,22 @@ use serde::Deserialize;
 
 /// A real client sends its first bytes (the h2 preface, a request line, a
 /// TLS hello) right after connecting; five seconds covers a congested link.
-pub const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 5_000;
+pub(super) const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 5_000;
 /// A request head is a few hundred bytes; ten seconds from its first byte
 /// is generous for any real client and ends a byte-per-second trickle.
-pub const DEFAULT_HEADER_TIMEOUT_MS: u64 = 10_000;
+pub(super) const DEFAULT_HEADER_TIMEOUT_MS: u64 = 10_000;
 /// Idle keep-alive connections are closed after a minute (pingora's and
 /// most load balancers' default): clients reconnect cheaply, and sockets
 /// held by forgotten clients come back.
-pub const DEFAULT_KEEPALIVE_TIMEOUT_MS: u64 = 60_000;
+pub(super) const DEFAULT_KEEPALIVE_TIMEOUT_MS: u64 = 60_000;
 /// Downstream connections open at once across all client listeners; more
 /// are refused at once (HTTP: `503`, `Connection: close`).
-pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+pub(super) const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// File descriptors kept free whatever the cap says: the admin listener,
 /// health checks, upstream channels, certificate and key files, logs.
-pub const DEFAULT_FD_RESERVE: usize = 256;
+pub(super) const DEFAULT_FD_RESERVE: usize = 256;
 /// h2 pings to gRPC clients find dead peers in under a minute.
-pub const DEFAULT_H2_PING_INTERVAL_MS: u64 = 30_000;
+pub(super) const DEFAULT_H2_PING_INTERVAL_MS: u64 = 30_000;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 /// An LLM may generate for minutes; `upstream.request_timeout_ms` (sized for
 /// one inference) would cut long generations. Ten minutes bounds a stuck one.
-pub const DEFAULT_STREAM_TIMEOUT_MS: u64 = 600_000;
+pub(super) const DEFAULT_STREAM_TIMEOUT_MS: u64 = 600_000;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]

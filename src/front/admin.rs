@@ -13,7 +13,7 @@ use crate::wire::json_write::{write_str, write_u64};
 /// has passed once; `last_error` is the latest failure of a check or a
 /// request since the backend last answered; `models` is null when the
 /// backend has no repository index).
-pub fn backends_json(pool: &Pool) -> Vec<u8> {
+pub(crate) fn backends_json(pool: &Pool) -> Vec<u8> {
     let mut out = b"{\"gateway\":{\"name\":".to_vec();
     write_str(&mut out, GATEWAY_NAME.as_bytes());
     out.extend_from_slice(b",\"version\":");
@@ -67,7 +67,7 @@ pub fn backends_json(pool: &Pool) -> Vec<u8> {
 
 /// The admin listener's app (pingora `ServeHttp`): `GET /metrics`,
 /// `GET /health` (200 while the process serves) and `GET /backends`.
-pub struct AdminApp {
+pub(crate) struct AdminApp {
     pub gateway: std::sync::Arc<crate::Gateway>,
 }
 

@@ -4,15 +4,15 @@
 //! `endpoints`, `admin`, `generate`) answers; `v1` serves the legacy v1
 //! HTTP API.
 
-pub mod admin;
+pub(crate) mod admin;
 pub(crate) mod conn;
-pub mod endpoints;
-pub mod generate;
-pub mod handler;
+pub(crate) mod endpoints;
+pub(crate) mod generate;
+pub(crate) mod handler;
 pub mod http;
-pub mod infer;
+pub(crate) mod infer;
 pub mod route;
-pub mod session;
-pub mod tls;
-pub mod v1;
+pub(crate) mod session;
+pub(crate) mod tls;
+pub(crate) mod v1;
 pub(crate) mod write_buffer;

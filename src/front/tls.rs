@@ -13,7 +13,7 @@ use pingora_rustls::{ClientHello, CryptoProvider, ResolvesServerCert};
 
 /// Serves the current certificate; reloads it when its files change.
 #[derive(Debug)]
-pub struct ReloadingCert {
+pub(crate) struct ReloadingCert {
     cert: PathBuf,
     key: PathBuf,
     check_every: Duration,
@@ -29,7 +29,11 @@ struct State {
 
 impl ReloadingCert {
     /// Loads the pair now (an error here stops startup).
-    pub fn new(cert: &Path, key: &Path, check_every: Duration) -> Result<ReloadingCert, String> {
+    pub(crate) fn new(
+        cert: &Path,
+        key: &Path,
+        check_every: Duration,
+    ) -> Result<ReloadingCert, String> {
         pingora_rustls::install_default_crypto_provider();
         let current = load(cert, key)?;
         Ok(ReloadingCert {

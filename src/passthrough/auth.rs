@@ -7,7 +7,7 @@ use crate::app::guard::{bearer, Permit};
 /// metadata, the client from its peer address; refusals as statuses
 /// (`UNAUTHENTICATED`, `PERMISSION_DENIED`, `RESOURCE_EXHAUSTED`,
 /// `UNAVAILABLE`). The permit lasts as long as the caller keeps it.
-pub fn admit_grpc<T>(
+pub(super) fn admit_grpc<T>(
     gateway: &crate::Gateway,
     request: &tonic::Request<T>,
     group: &str,

@@ -36,7 +36,7 @@ const DEADLINE_MARGIN_MAX: Duration = Duration::from_millis(50);
 
 /// The client's deadline less a margin (a twentieth, at most 50 ms);
 /// `None` without (or with an unreadable) `grpc-timeout`.
-pub fn deadline(metadata: &MetadataMap) -> Option<Duration> {
+pub(super) fn deadline(metadata: &MetadataMap) -> Option<Duration> {
     let timeout = parse_timeout(metadata.get("grpc-timeout")?.to_str().ok()?)?;
     Some(timeout - (timeout / 20).min(DEADLINE_MARGIN_MAX))
 }
@@ -60,12 +60,12 @@ fn parse_timeout(value: &str) -> Option<Duration> {
 }
 
 /// The client's custom metadata, for the upstream request.
-pub fn forwarded(metadata: &MetadataMap) -> MetadataMap {
+pub(super) fn forwarded(metadata: &MetadataMap) -> MetadataMap {
     without_hop_headers(metadata.clone())
 }
 
 /// The upstream's response metadata, for the client.
-pub fn returned(metadata: MetadataMap) -> MetadataMap {
+pub(super) fn returned(metadata: MetadataMap) -> MetadataMap {
     without_hop_headers(metadata)
 }
 

@@ -24,7 +24,7 @@ use crate::upstream::{Lease, Target};
 /// Messages buffered each way between the client and the upstream.
 const STREAM_BUFFER: usize = 16;
 
-pub type ResponseStream = ReceiverStream<Result<pb::ModelStreamInferResponse, Status>>;
+pub(super) type ResponseStream = ReceiverStream<Result<pb::ModelStreamInferResponse, Status>>;
 type Responses = mpsc::Sender<Result<pb::ModelStreamInferResponse, Status>>;
 
 /// Relays one `ModelStreamInfer` stream, pinned to one backend.

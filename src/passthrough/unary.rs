@@ -14,27 +14,27 @@ use crate::context::RequestContext;
 use crate::upstream::{Client, Pool, Target};
 
 /// Which backends may take a call (the owned form of a [`Target`]).
-pub struct Aim {
+pub(super) struct Aim {
     pub model: Option<String>,
     pub sequence: Option<Vec<u8>>,
 }
 
 impl Aim {
     /// A server-wide call: any ready backend.
-    pub const ANY: Aim = Aim {
+    pub(super) const ANY: Aim = Aim {
         model: None,
         sequence: None,
     };
 
     /// A call about one model: a backend serving it (`""`: server-wide).
-    pub fn model(name: &str) -> Aim {
+    pub(super) fn model(name: &str) -> Aim {
         Aim {
             model: (!name.is_empty()).then(|| name.to_owned()),
             sequence: None,
         }
     }
 
-    pub fn target(&self) -> Target<'_> {
+    pub(super) fn target(&self) -> Target<'_> {
         Target {
             model: self.model.as_deref(),
             sequence: self.sequence.as_deref(),

@@ -18,7 +18,7 @@ use pingora_core::services::background::BackgroundService;
 /// Exits the process once SIGTERM has arrived, the last request is done,
 /// and kept-alive connections had [`DRAIN_IDLE`] to send one more (which
 /// is then answered) or have all closed.
-pub struct DrainService {
+pub(super) struct DrainService {
     pub inflight: Arc<Inflight>,
     pub(crate) open: Arc<OpenConnections>,
 }
@@ -46,7 +46,7 @@ impl BackgroundService for DrainService {
 /// Reloads the configuration on `SIGHUP` (see `Gateway::reload`): an
 /// invalid file is refused with an error in the log, and the running
 /// configuration stays.
-pub struct ReloadService {
+pub(super) struct ReloadService {
     pub gateway: Arc<crate::Gateway>,
 }
 

@@ -25,7 +25,7 @@ fn prefix(id: &[u8]) -> String {
 
 /// Builds the request of a raw binary body (header length 0): the body is
 /// the data of the model's only input; every output comes back binary.
-pub fn raw_request(
+pub(crate) fn raw_request(
     model: &str,
     version: &str,
     info: &ModelInfo,
@@ -116,7 +116,7 @@ fn deduce_dims(dims: &[i64], bytes: usize, dtype: DataType, name: &str) -> Resul
 
 /// Refuses classification on outputs whose type Triton cannot classify
 /// (BYTES crashes Triton 2.51; protocol §3.5).
-pub fn classification(request: &InferRequest, info: Option<&ModelInfo>) -> Result<()> {
+pub(crate) fn classification(request: &InferRequest, info: Option<&ModelInfo>) -> Result<()> {
     for output in request.outputs.iter().filter(|o| o.classification > 0) {
         let dtype = info
             .and_then(|i| i.output(&output.name))
@@ -146,7 +146,7 @@ pub fn classification(request: &InferRequest, info: Option<&ModelInfo>) -> Resul
 /// the upstream, so its error text wins as it would on Triton. Only when
 /// the core finds nothing: our own check, which the core lacks, that the
 /// last BYTES element is complete (first such input in request order).
-pub fn tensor_sizes(request: &InferRequest, info: Option<&ModelInfo>) -> Result<()> {
+pub(crate) fn tensor_sizes(request: &InferRequest, info: Option<&ModelInfo>) -> Result<()> {
     if info.is_some_and(|info| refused_before_sizes(info, request)) {
         return Ok(());
     }

@@ -4,8 +4,8 @@
 //! sticky key of a sequence request (shared with the gRPC passthrough);
 //! `v1` carries the legacy v1 API over both.
 
-pub mod checks;
-pub mod from_grpc;
-pub mod sequence;
-pub mod to_grpc;
+pub(crate) mod checks;
+pub(crate) mod from_grpc;
+pub(crate) mod sequence;
+pub(crate) mod to_grpc;
 pub mod v1;

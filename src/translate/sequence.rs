@@ -11,14 +11,14 @@ use crate::translate::to_grpc;
 
 /// The non-zero `sequence_id` parameter rendered as bytes (integers in
 /// decimal, strings as they are); `None` for requests outside a sequence.
-pub fn sequence_key(request: &ModelInferRequest) -> Option<Vec<u8>> {
+pub(crate) fn sequence_key(request: &ModelInferRequest) -> Option<Vec<u8>> {
     key_of(request.parameters.get("sequence_id")?)
 }
 
 /// [`sequence_key`] of the message `request` translates to, without
 /// building it: the parameter as `to_grpc` renders it (the last of
 /// repeated names, as the message's map keeps).
-pub fn request_sequence_key(request: &InferRequest) -> Option<Vec<u8>> {
+pub(crate) fn request_sequence_key(request: &InferRequest) -> Option<Vec<u8>> {
     let (_, value) = request
         .parameters
         .iter()

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::backend::Lease;
-pub use super::failure::failure_text;
+pub(crate) use super::failure::failure_text;
 use super::pool::{Pool, Target};
 use super::Client;
 use crate::context::RequestContext;
@@ -196,7 +196,7 @@ impl Pool {
 
 /// A tonic request carrying the deadline (sent as `grpc-timeout`, so the
 /// backend can give up too) and the request's trace context, if any.
-pub fn request<T>(
+pub(crate) fn request<T>(
     message: T,
     timeout: Duration,
     trace: Option<&TraceContext>,
@@ -255,7 +255,7 @@ impl Attempt {
 
 /// Connection refused (nothing listens) or the stream refused by HTTP/2
 /// (`REFUSED_STREAM`: the server guarantees it did no work).
-pub fn never_reached(status: &tonic::Status) -> bool {
+pub(crate) fn never_reached(status: &tonic::Status) -> bool {
     causes(status).any(|err| {
         err.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)

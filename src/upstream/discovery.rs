@@ -11,14 +11,14 @@ use pingora::lb::Backend;
 use pingora_core::{Error as PingoraError, ErrorType, Result as PingoraResult};
 
 /// The configured addresses, shared with the pool (a reload replaces them).
-pub type Addresses = std::sync::Arc<std::sync::RwLock<Vec<String>>>;
+pub(crate) type Addresses = std::sync::Arc<std::sync::RwLock<Vec<String>>>;
 
-pub struct Discovery {
+pub(crate) struct Discovery {
     addresses: Addresses,
 }
 
 impl Discovery {
-    pub fn new(addresses: Addresses) -> Discovery {
+    pub(crate) fn new(addresses: Addresses) -> Discovery {
         Discovery { addresses }
     }
 }

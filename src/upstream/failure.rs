@@ -6,7 +6,7 @@ use crate::error::causes;
 /// What went wrong, for operators (the backends view, the 503 text, the
 /// logs): the socket error beneath a transport failure (`connection
 /// refused`), else the deepest cause, else the status's own message.
-pub fn failure_text(status: &tonic::Status) -> String {
+pub(crate) fn failure_text(status: &tonic::Status) -> String {
     if let Some(io) = causes(status).find_map(|e| e.downcast_ref::<std::io::Error>()) {
         // "Connection refused (os error 111)" → "connection refused".
         let text = io.to_string();

@@ -20,15 +20,15 @@ use crate::error::duration_text;
 use crate::proto::inference as pb;
 
 /// Finds our backend for a pingora backend (set once the pool exists).
-pub type Lookup = Box<dyn Fn(&SocketAddr) -> Option<Arc<Backend>> + Send + Sync>;
+pub(crate) type Lookup = Box<dyn Fn(&SocketAddr) -> Option<Arc<Backend>> + Send + Sync>;
 
-pub struct ReadyCheck {
+pub(crate) struct ReadyCheck {
     lookup: std::sync::OnceLock<Lookup>,
     settings: Arc<UpstreamSettings>,
 }
 
 impl ReadyCheck {
-    pub fn new(settings: &Arc<UpstreamSettings>) -> Arc<ReadyCheck> {
+    pub(crate) fn new(settings: &Arc<UpstreamSettings>) -> Arc<ReadyCheck> {
         Arc::new(ReadyCheck {
             lookup: std::sync::OnceLock::new(),
             settings: settings.clone(),
@@ -36,13 +36,13 @@ impl ReadyCheck {
     }
 
     /// How the check finds our backend for pingora's (set by the pool).
-    pub fn bind(&self, lookup: Lookup) {
+    pub(crate) fn bind(&self, lookup: Lookup) {
         let _ = self.lookup.set(lookup);
     }
 }
 
 /// pingora wants a `Box<dyn HealthCheck>`; the pool keeps the `Arc`.
-pub struct Shared(pub Arc<ReadyCheck>);
+pub(crate) struct Shared(pub Arc<ReadyCheck>);
 
 #[async_trait]
 impl HealthCheck for Shared {
@@ -150,7 +150,7 @@ fn ready_models(index: Vec<pb::repository_index_response::ModelIndex>) -> Models
 /// Asks the backend which models are ready. A server without a repository
 /// index (not Triton) is `Unknown`: it may get any model. On other
 /// failures the previous knowledge stays.
-pub async fn refresh_models(backend: &Backend, timeout: Duration) {
+pub(crate) async fn refresh_models(backend: &Backend, timeout: Duration) {
     match fetch_index(backend, timeout).await {
         Ok(index) => backend.set_models(ready_models(index)),
         Err(s) if s.code() == tonic::Code::Unimplemented => backend.set_models(Models::Unknown),

@@ -11,15 +11,15 @@
 //! - `thread_slot.rs`: which request channel the calling thread uses;
 //! - `model_info.rs`: the cache of model signatures.
 
-pub mod backend;
-pub mod call;
-pub mod discovery;
+pub(crate) mod backend;
+pub(crate) mod call;
+pub(crate) mod discovery;
 mod failure;
-pub mod health;
-pub mod model_info;
-pub mod pool;
-pub mod select;
-pub mod thread_slot;
+pub(crate) mod health;
+pub(crate) mod model_info;
+pub(crate) mod pool;
+pub(crate) mod select;
+pub(crate) mod thread_slot;
 
 use std::time::Duration;
 

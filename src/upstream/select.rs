@@ -11,13 +11,13 @@ use super::backend::Backend;
 use crate::config::Balance;
 
 /// The backends a request may go to: the membership and a filter.
-pub struct Candidates<'a> {
+pub(crate) struct Candidates<'a> {
     all: &'a [Arc<Backend>],
     accept: &'a dyn Fn(&Backend) -> bool,
 }
 
 impl<'a> Candidates<'a> {
-    pub fn new(all: &'a [Arc<Backend>], accept: &'a dyn Fn(&Backend) -> bool) -> Self {
+    pub(crate) fn new(all: &'a [Arc<Backend>], accept: &'a dyn Fn(&Backend) -> bool) -> Self {
         Candidates { all, accept }
     }
 
@@ -26,7 +26,7 @@ impl<'a> Candidates<'a> {
     }
 }
 
-pub struct Picker {
+pub(crate) struct Picker {
     balance: Balance,
     /// Rotates the starting point, so ties do not always favour the first
     /// backend, and seeds the random draws.
@@ -34,14 +34,14 @@ pub struct Picker {
 }
 
 impl Picker {
-    pub fn new(balance: Balance) -> Picker {
+    pub(crate) fn new(balance: Balance) -> Picker {
         Picker {
             balance,
             counter: AtomicU64::new(0),
         }
     }
 
-    pub fn pick(&self, candidates: Candidates) -> Option<Arc<Backend>> {
+    pub(crate) fn pick(&self, candidates: Candidates) -> Option<Arc<Backend>> {
         let turn = self.counter.fetch_add(1, Relaxed);
         match self.balance {
             Balance::PowerOfTwo => power_of_two(&candidates, mix(turn)),

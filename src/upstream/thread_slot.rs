@@ -22,7 +22,7 @@ thread_local! {
 }
 
 /// Marks the calling thread as serving thread `index`.
-pub fn enter_serving_thread(index: usize) {
+pub(crate) fn enter_serving_thread(index: usize) {
     SLOT.set(1 + index % (SLOTS - 1));
 }
 

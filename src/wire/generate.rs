@@ -21,7 +21,7 @@ const NESTED: &[u8] = b"parameters";
 
 /// Decodes a generate body for `model` (name and version from the path)
 /// whose signature is `info`. Parameters keep document order.
-pub fn decode(
+pub(crate) fn decode(
     name: &str,
     version: &str,
     body: &[u8],
@@ -157,7 +157,7 @@ impl Mapper<'_> {
 /// Triton's two passes (protocol §1.6): fixed dims must divide the element
 /// count, the innermost `-1` takes what is left, other `-1` dims are 1.
 /// `None` when the count does not fit.
-pub fn derive_shape(dims: &[i64], count: u64) -> Option<Vec<i64>> {
+pub(crate) fn derive_shape(dims: &[i64], count: u64) -> Option<Vec<i64>> {
     let mut left = count;
     for &d in dims.iter().rev().filter(|&&d| d != -1) {
         let d = u64::try_from(d).ok().filter(|d| *d > 0)?;
@@ -177,7 +177,7 @@ pub fn derive_shape(dims: &[i64], count: u64) -> Option<Vec<i64>> {
 /// Renders one response as Triton's generate object: `id` (if any),
 /// `model_name`, `model_version`, every parameter and every output, keys
 /// sorted byte-wise; on a key clash the first of that order wins.
-pub fn encode(response: &InferResponse) -> Result<Vec<u8>> {
+pub(crate) fn encode(response: &InferResponse) -> Result<Vec<u8>> {
     let mut members: Vec<(&[u8], Vec<u8>)> = Vec::new();
     let mut add = |key: &'static str, value: &[u8]| {
         let mut out = Vec::with_capacity(value.len() + 2);
@@ -243,7 +243,7 @@ fn output_json(output: &OutputTensor) -> Result<Vec<u8>> {
 }
 
 /// One Server-Sent Event carrying `json`: `data: <json>\n\n`.
-pub fn sse_event(json: &[u8]) -> Bytes {
+pub(crate) fn sse_event(json: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(json.len() + 8);
     out.extend_from_slice(b"data: ");
     out.extend_from_slice(json);

@@ -8,11 +8,11 @@
 pub mod compress;
 #[cfg(test)]
 pub(crate) mod fixtures;
-pub mod generate;
+pub(crate) mod generate;
 pub mod json;
 pub(crate) mod json_access;
 pub mod json_write;
-pub mod tensor;
+pub(crate) mod tensor;
 pub mod v1;
 pub mod v2_request;
 pub mod v2_response;

@@ -36,7 +36,7 @@ where
 
 /// Serializes JSON `data` of `count` elements to the raw tensor layout.
 /// BYTES takes every leaf (the count check is the core's, protocol §2.3).
-pub fn encode_json_data(dtype: DataType, data: &[Value], count: usize) -> Result<Vec<u8>> {
+pub(crate) fn encode_json_data(dtype: DataType, data: &[Value], count: usize) -> Result<Vec<u8>> {
     let Some(size) = dtype.element_size() else {
         return encode_json_bytes(data);
     };
@@ -111,7 +111,9 @@ fn encode_leaf(dtype: DataType, leaf: &Value, out: &mut Vec<u8>) -> Result<()> {
 
 /// Iterates the elements of a BYTES tensor. Yields `Err` describing the
 /// first framing defect instead of reading past the end.
-pub fn bytes_elements(data: &[u8]) -> impl Iterator<Item = std::result::Result<&[u8], Framing>> {
+pub(crate) fn bytes_elements(
+    data: &[u8],
+) -> impl Iterator<Item = std::result::Result<&[u8], Framing>> {
     let mut rest = data;
     std::iter::from_fn(move || {
         if rest.is_empty() {
@@ -136,7 +138,7 @@ pub fn bytes_elements(data: &[u8]) -> impl Iterator<Item = std::result::Result<&
 
 /// A BYTES framing defect (see [`bytes_elements`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framing {
+pub(crate) enum Framing {
     /// Fewer than 4 bytes left for a length prefix.
     ShortLength { available: usize },
     /// A length prefix larger than the bytes that follow it.
@@ -145,7 +147,12 @@ pub enum Framing {
 
 /// Appends the flat JSON array text of a raw output (protocol §3.3). Returns
 /// `false` when the bytes do not hold exactly `count` elements.
-pub fn write_json_data(dtype: DataType, data: &[u8], count: usize, out: &mut Vec<u8>) -> bool {
+pub(crate) fn write_json_data(
+    dtype: DataType,
+    data: &[u8],
+    count: usize,
+    out: &mut Vec<u8>,
+) -> bool {
     out.push(b'[');
     let start = out.len();
     let ok = match dtype.element_size() {

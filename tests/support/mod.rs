@@ -3,7 +3,7 @@
 //! launcher for the real `tensorgate` binary for tests of the pingora glue.
 #![allow(dead_code)]
 
-pub mod raw;
+pub(crate) mod raw;
 
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
@@ -16,18 +16,18 @@ use tensorgate::front::http::{HttpRequest, HttpResponse};
 use tensorgate::Gateway;
 use tensorgate_demo::DemoUpstream;
 
-pub struct Harness {
+pub(crate) struct Harness {
     pub demo: DemoUpstream,
     pub gateway: Gateway,
 }
 
 impl Harness {
-    pub async fn start() -> Harness {
+    pub(crate) async fn start() -> Harness {
         Harness::start_with(|_| {}).await
     }
 
     /// Starts with a config tweak (limits, header forwarding...).
-    pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Harness {
+    pub(crate) async fn start_with(tweak: impl FnOnce(&mut Config)) -> Harness {
         let demo = DemoUpstream::start("127.0.0.1:0".parse().unwrap())
             .await
             .expect("demo upstream starts");
@@ -38,7 +38,7 @@ impl Harness {
         Harness { demo, gateway }
     }
 
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         method: Method,
         path: &str,
@@ -48,16 +48,16 @@ impl Harness {
         send(&self.gateway, method, path, headers, body.into()).await
     }
 
-    pub async fn get(&self, path: &str) -> HttpResponse {
+    pub(crate) async fn get(&self, path: &str) -> HttpResponse {
         self.send(Method::GET, path, &[], Bytes::new()).await
     }
 
-    pub async fn post(&self, path: &str, body: impl Into<Bytes>) -> HttpResponse {
+    pub(crate) async fn post(&self, path: &str, body: impl Into<Bytes>) -> HttpResponse {
         self.send(Method::POST, path, &[], body).await
     }
 
     /// POST with a JSON header and binary tail (binary tensor extension).
-    pub async fn post_binary(&self, path: &str, json: &str, tail: &[u8]) -> HttpResponse {
+    pub(crate) async fn post_binary(&self, path: &str, json: &str, tail: &[u8]) -> HttpResponse {
         let mut body = json.as_bytes().to_vec();
         body.extend_from_slice(tail);
         let ihcl = json.len().to_string();
@@ -72,7 +72,7 @@ impl Harness {
 }
 
 /// One request through the gateway's pipeline (no sockets on the HTTP side).
-pub async fn send(
+pub(crate) async fn send(
     gateway: &Gateway,
     method: Method,
     path: &str,
@@ -95,14 +95,14 @@ pub async fn send(
 /// Several demo upstreams, each on its own runtime (so one can be killed
 /// like a crashed server), behind one in-process gateway whose health
 /// checks run every 20 ms.
-pub struct Fleet {
+pub(crate) struct Fleet {
     pub demos: Vec<Option<DemoUpstream>>,
     pub addrs: Vec<SocketAddr>,
     pub gateway: std::sync::Arc<Gateway>,
 }
 
 impl Fleet {
-    pub async fn start(n: usize, tweak: impl FnOnce(&mut Config)) -> Fleet {
+    pub(crate) async fn start(n: usize, tweak: impl FnOnce(&mut Config)) -> Fleet {
         let demos: Vec<DemoUpstream> = (0..n)
             .map(|_| DemoUpstream::start_in_background("127.0.0.1:0".parse().unwrap()).unwrap())
             .collect();
@@ -121,18 +121,18 @@ impl Fleet {
         fleet
     }
 
-    pub fn demo(&self, i: usize) -> &DemoUpstream {
+    pub(crate) fn demo(&self, i: usize) -> &DemoUpstream {
         self.demos[i].as_ref().expect("backend is running")
     }
 
     /// Waits for `n` more health passes (each checks every backend).
-    pub async fn passes(&self, n: u64) {
+    pub(crate) async fn passes(&self, n: u64) {
         let pool = self.gateway.pool();
         pool.passes_reach(pool.passes() + n).await;
     }
 
     /// Requests each backend has received so far.
-    pub fn counts(&self) -> Vec<u64> {
+    pub(crate) fn counts(&self) -> Vec<u64> {
         self.demos
             .iter()
             .map(|d| d.as_ref().map_or(0, DemoUpstream::infer_count))
@@ -140,34 +140,39 @@ impl Fleet {
     }
 
     /// Drops every connection and call of backend `i` at once.
-    pub fn kill(&mut self, i: usize) {
+    pub(crate) fn kill(&mut self, i: usize) {
         self.demos[i].take().expect("running").kill();
     }
 
     /// A fresh server on backend `i`'s old address.
-    pub fn restart(&mut self, i: usize) {
+    pub(crate) fn restart(&mut self, i: usize) {
         let demo = DemoUpstream::start_in_background(self.addrs[i]).expect("port free again");
         self.demos[i] = Some(demo);
     }
 
-    pub async fn post(&self, path: &str, headers: &[(&str, &str)], body: &str) -> HttpResponse {
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> HttpResponse {
         let body = Bytes::copy_from_slice(body.as_bytes());
         send(&self.gateway, Method::POST, path, headers, body).await
     }
 
-    pub async fn get(&self, path: &str) -> HttpResponse {
+    pub(crate) async fn get(&self, path: &str) -> HttpResponse {
         send(&self.gateway, Method::GET, path, &[], Bytes::new()).await
     }
 }
 
 /// The body as text (for JSON answers).
-pub fn text(response: &HttpResponse) -> String {
+pub(crate) fn text(response: &HttpResponse) -> String {
     String::from_utf8(response.body_bytes()).expect("utf-8 body")
 }
 
 /// Asserts status, content type and exact body text.
 #[track_caller]
-pub fn assert_answer(response: &HttpResponse, status: u16, content_type: &str, body: &str) {
+pub(crate) fn assert_answer(response: &HttpResponse, status: u16, content_type: &str, body: &str) {
     assert_eq!(text(response), body, "body");
     assert_eq!(response.status, status, "status");
     assert_eq!(
@@ -180,7 +185,7 @@ pub fn assert_answer(response: &HttpResponse, status: u16, content_type: &str, b
 /// The `tensorgate` binary running `demo`, listening on port 0: the real
 /// addresses are read from its `tensorgate listening` log line, so no other
 /// process can take a port between choosing and binding it.
-pub struct GatewayProcess {
+pub(crate) struct GatewayProcess {
     pub child: Child,
     pub addr: SocketAddr,
     /// The admin and gRPC listeners, when asked for with `127.0.0.1:0`.
@@ -192,25 +197,25 @@ pub struct GatewayProcess {
 
 impl GatewayProcess {
     /// Starts `tensorgate demo` with extra args.
-    pub fn demo(extra: &[&str]) -> GatewayProcess {
+    pub(crate) fn demo(extra: &[&str]) -> GatewayProcess {
         GatewayProcess::spawn(&[&["demo"], extra].concat(), None)
     }
 
     /// Like [`GatewayProcess::demo`], stderr (the logs) to `log` if given.
-    pub fn demo_logging(extra: &[&str], log: Option<&std::path::Path>) -> GatewayProcess {
+    pub(crate) fn demo_logging(extra: &[&str], log: Option<&std::path::Path>) -> GatewayProcess {
         GatewayProcess::spawn(&[&["demo"], extra].concat(), log)
     }
 
     /// Starts `tensorgate --upstream <upstream>` (e.g. a test's own
     /// [`DemoUpstream`], whose counters the test can then read).
-    pub fn with_upstream(upstream: SocketAddr) -> GatewayProcess {
+    pub(crate) fn with_upstream(upstream: SocketAddr) -> GatewayProcess {
         GatewayProcess::spawn(&["--upstream", &upstream.to_string()], None)
     }
 
     /// Starts `program` (the binary, or a wrapper such as `prlimit` whose
     /// arguments come first) with `args` and `--listen 127.0.0.1:0` (unless
     /// `args` has a `--listen` of its own).
-    pub fn spawn_with(
+    pub(crate) fn spawn_with(
         program: &[&str],
         args: &[&str],
         log: Option<&std::path::Path>,
@@ -259,7 +264,7 @@ impl GatewayProcess {
         GatewayProcess::spawn_with(&[env!("CARGO_BIN_EXE_tensorgate")], args, log)
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 }
@@ -314,7 +319,7 @@ fn wait_listening(child: &mut Child, log: &std::path::Path) -> Option<Listening>
 /// until the returned sockets drop: each is bound but not listening, so no
 /// other process can take the port meanwhile (as it could after
 /// [`free_port`]) and no two are alike.
-pub fn refused_addrs(n: usize) -> (Vec<socket2::Socket>, Vec<String>) {
+pub(crate) fn refused_addrs(n: usize) -> (Vec<socket2::Socket>, Vec<String>) {
     use socket2::{Domain, Socket, Type};
     let held: Vec<Socket> = (0..n)
         .map(|_| {
@@ -331,7 +336,7 @@ pub fn refused_addrs(n: usize) -> (Vec<socket2::Socket>, Vec<String>) {
     (held, addrs)
 }
 
-pub fn free_port() -> SocketAddr {
+pub(crate) fn free_port() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
     listener.local_addr().expect("local addr")
 }

@@ -6,7 +6,7 @@ use std::net::TcpStream;
 
 /// Reads one answer: the head (up to the blank line) and its
 /// `Content-Length` body.
-pub fn read_answer(stream: &mut TcpStream) -> (String, Vec<u8>) {
+pub(crate) fn read_answer(stream: &mut TcpStream) -> (String, Vec<u8>) {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -27,7 +27,7 @@ pub fn read_answer(stream: &mut TcpStream) -> (String, Vec<u8>) {
 }
 
 /// A header's value in a response head, the name compared case-insensitively.
-pub fn header(head: &str, name: &str) -> Option<String> {
+pub(crate) fn header(head: &str, name: &str) -> Option<String> {
     head.lines().find_map(|line| {
         let (n, v) = line.split_once(':')?;
         n.eq_ignore_ascii_case(name).then(|| v.trim().to_string())

@@ -11,7 +11,7 @@ use tensorgate::proto::v1 as pb;
 use tensorgate::proto::FILE_DESCRIPTOR_SET;
 
 /// One captured request.
-pub struct Capture {
+pub(crate) struct Capture {
     pub name: String,
     pub method: String,
     pub target: String,
@@ -21,7 +21,7 @@ pub struct Capture {
 }
 
 impl Capture {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -29,7 +29,7 @@ impl Capture {
     }
 
     /// The request bytes exactly as the client sends them.
-    pub fn wire(&self) -> Vec<u8> {
+    pub(crate) fn wire(&self) -> Vec<u8> {
         let mut out = format!("{} {} HTTP/1.1\r\n", self.method, self.target).into_bytes();
         for (name, value) in &self.headers {
             // The client writes `NV-InferRequest:` without a space.
@@ -42,7 +42,7 @@ impl Capture {
     }
 
     /// The parsed `NV-InferRequest`, for infer captures.
-    pub fn infer_header(&self) -> Option<pb::InferRequestHeader> {
+    pub(crate) fn infer_header(&self) -> Option<pb::InferRequestHeader> {
         let value = self.header("NV-InferRequest")?;
         let message = DynamicMessage::parse_text_format(descriptor("InferRequestHeader"), value)
             .expect("capture header parses");
@@ -50,7 +50,7 @@ impl Capture {
     }
 }
 
-pub fn captures() -> Vec<Capture> {
+pub(crate) fn captures() -> Vec<Capture> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/v1/captures.txt"
@@ -106,7 +106,7 @@ fn body_bytes(spec: &str) -> Vec<u8> {
     out
 }
 
-pub fn descriptor(name: &str) -> prost_reflect::MessageDescriptor {
+pub(crate) fn descriptor(name: &str) -> prost_reflect::MessageDescriptor {
     DescriptorPool::decode(FILE_DESCRIPTOR_SET)
         .expect("pool")
         .get_message_by_name(&format!("nvidia.inferenceserver.{name}"))
@@ -114,21 +114,21 @@ pub fn descriptor(name: &str) -> prost_reflect::MessageDescriptor {
 }
 
 /// A response as the client sees it: header names case-insensitive.
-pub struct Seen {
+pub(crate) struct Seen {
     pub status: u16,
     pub headers: HashMap<String, String>,
     pub body: Vec<u8>,
 }
 
 impl Seen {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .get(&name.to_ascii_lowercase())
             .map(String::as_str)
     }
 
     /// `NV-Status`, parsed with the 2020 schema (unknown fields fail).
-    pub fn nv_status(&self) -> pb::RequestStatus {
+    pub(crate) fn nv_status(&self) -> pb::RequestStatus {
         let value = self.header("NV-Status").expect("NV-Status header");
         DynamicMessage::parse_text_format(descriptor("RequestStatus"), value)
             .unwrap_or_else(|e| panic!("NV-Status {value:?} does not parse: {e}"))
@@ -138,7 +138,7 @@ impl Seen {
 
     /// Success as the client needs it: 200 and NV-Status SUCCESS.
     #[track_caller]
-    pub fn assert_success(&self) {
+    pub(crate) fn assert_success(&self) {
         let status = self.nv_status();
         assert_eq!(
             (self.status, status.code),
@@ -151,7 +151,7 @@ impl Seen {
 
     /// A failure: never 200, never SUCCESS; returns the message.
     #[track_caller]
-    pub fn assert_failure(&self, code: pb::RequestStatusCode) -> String {
+    pub(crate) fn assert_failure(&self, code: pb::RequestStatusCode) -> String {
         let status = self.nv_status();
         assert_eq!((self.status, status.code), (400, code as i32), "{status:?}");
         assert!(self.body.is_empty());
@@ -160,14 +160,14 @@ impl Seen {
 }
 
 /// The classes of one output in one batch entry.
-pub type Classes = Vec<(i32, f32, String)>;
+pub(crate) type Classes = Vec<(i32, f32, String)>;
 
 /// What the client reads from a successful infer answer (protocol v1 §3 "Infer"), each
 /// requirement asserted: header text with the 2020 schema, `model_name`,
 /// `batch_size`, outputs in request order, raw dims and whole-batch sizes,
 /// body = raw outputs in header order + a binary trailer, classes from the
 /// trailer only.
-pub struct InferSeen {
+pub(crate) struct InferSeen {
     pub header: pb::InferResponseHeader,
     pub trailer: pb::InferResponseHeader,
     /// Raw outputs by name.
@@ -177,7 +177,11 @@ pub struct InferSeen {
 }
 
 #[track_caller]
-pub fn client_reads_infer(seen: &Seen, request: &pb::InferRequestHeader, model: &str) -> InferSeen {
+pub(crate) fn client_reads_infer(
+    seen: &Seen,
+    request: &pb::InferRequestHeader,
+    model: &str,
+) -> InferSeen {
     seen.assert_success();
     let value = seen
         .header("NV-InferResponse")
@@ -252,7 +256,7 @@ pub fn client_reads_infer(seen: &Seen, request: &pb::InferRequestHeader, model: 
 }
 
 /// Little-endian int32 values.
-pub fn ints(data: &[u8]) -> Vec<i32> {
+pub(crate) fn ints(data: &[u8]) -> Vec<i32> {
     data.chunks_exact(4)
         .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()

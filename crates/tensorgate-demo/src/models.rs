@@ -116,7 +116,7 @@ impl TensorSpec {
     }
 
     /// The label of class `index`, if the tensor has a label file that long.
-    pub fn label(&self, index: usize) -> Option<&str> {
+    pub(crate) fn label(&self, index: usize) -> Option<&str> {
         self.labels
             .as_ref()
             .and_then(|(_, labels)| labels.get(index))
@@ -174,20 +174,20 @@ pub(crate) struct ModelSpec {
 
 impl ModelSpec {
     /// Whether the first dimension of every tensor is the batch dimension.
-    pub fn batching(&self) -> bool {
+    pub(crate) fn batching(&self) -> bool {
         self.max_batch_size > 0
     }
 
-    pub fn input(&self, name: &str) -> Option<&TensorSpec> {
+    pub(crate) fn input(&self, name: &str) -> Option<&TensorSpec> {
         self.inputs.iter().find(|t| t.name == name)
     }
 
-    pub fn output(&self, name: &str) -> Option<&TensorSpec> {
+    pub(crate) fn output(&self, name: &str) -> Option<&TensorSpec> {
         self.outputs.iter().find(|t| t.name == name)
     }
 
     /// The `ModelMetadata` answer: shapes with a leading `-1` when batching.
-    pub fn metadata(&self) -> ModelMetadataResponse {
+    pub(crate) fn metadata(&self) -> ModelMetadataResponse {
         let tensor = |t: &TensorSpec| TensorMetadata {
             name: t.name.to_owned(),
             datatype: protocol_name(t.dtype).to_owned(),
@@ -208,7 +208,7 @@ impl ModelSpec {
     }
 
     /// The `ModelConfig` answer, shaped like a config Triton has normalized.
-    pub fn config(&self) -> ModelConfig {
+    pub(crate) fn config(&self) -> ModelConfig {
         let mut parameters = std::collections::HashMap::new();
         if let Pacing::Interval(ms) = self.pacing {
             parameters.insert(

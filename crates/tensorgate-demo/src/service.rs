@@ -65,7 +65,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl DemoState {
-    pub fn new() -> DemoState {
+    pub(crate) fn new() -> DemoState {
         let models = catalog();
         DemoState {
             loaded: models.iter().map(|_| AtomicBool::new(true)).collect(),
@@ -80,7 +80,7 @@ impl DemoState {
         }
     }
 
-    pub fn set_loaded(&self, name: &str, loaded: bool) {
+    pub(crate) fn set_loaded(&self, name: &str, loaded: bool) {
         if let Some(index) = self.find(name) {
             self.loaded[index].store(loaded, Ordering::SeqCst);
         }

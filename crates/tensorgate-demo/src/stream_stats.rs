@@ -24,24 +24,24 @@ impl Default for StreamCounters {
 }
 
 impl StreamCounters {
-    pub fn record_sent(&self) {
+    pub(crate) fn record_sent(&self) {
         self.sent.fetch_add(1, Ordering::SeqCst);
     }
 
-    pub fn record_cancelled(&self) {
+    pub(crate) fn record_cancelled(&self) {
         self.cancelled.send_modify(|n| *n += 1);
     }
 
-    pub fn sent(&self) -> u64 {
+    pub(crate) fn sent(&self) -> u64 {
         self.sent.load(Ordering::SeqCst)
     }
 
-    pub fn cancelled(&self) -> u64 {
+    pub(crate) fn cancelled(&self) -> u64 {
         *self.cancelled.borrow()
     }
 
     /// Waits until at least `n` cancellations were seen; `false` on timeout.
-    pub async fn wait_cancelled(&self, n: u64, timeout: Duration) -> bool {
+    pub(crate) async fn wait_cancelled(&self, n: u64, timeout: Duration) -> bool {
         let mut rx = self.cancelled.subscribe();
         tokio::time::timeout(timeout, rx.wait_for(|c| *c >= n))
             .await

@@ -54,7 +54,7 @@ pub(crate) struct Prepared {
 
 impl Prepared {
     /// Whether the response carries output `name`.
-    pub fn wants(&self, name: &str) -> bool {
+    pub(crate) fn wants(&self, name: &str) -> bool {
         self.requested.is_empty() || self.requested.contains(name)
     }
 }

@@ -7,7 +7,7 @@
 //! v1 gRPC service, translated the same way.
 
 mod infer;
-pub mod route;
+pub(crate) mod route;
 
 use bytes::Bytes;
 
@@ -171,7 +171,7 @@ fn error_response(error: &Error, server_id: &str, request_id: u64) -> HttpRespon
 
 /// The answer to a request refused before its body was read (size limits):
 /// v1 style for v1 routes, the v2 error otherwise.
-pub fn refusal(gateway: &Gateway, route: &Route, error: &Error) -> HttpResponse {
+pub(crate) fn refusal(gateway: &Gateway, route: &Route, error: &Error) -> HttpResponse {
     match route {
         Route::V1(_) => error_response(error, &gateway.config().v1.server_id, next_request_id()),
         _ => HttpResponse::error(error),

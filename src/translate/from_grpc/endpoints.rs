@@ -83,7 +83,7 @@ fn sorted<V>(map: &HashMap<String, V>) -> Vec<(&String, &V)> {
 /// `GET /v2`: `{"name":…,"version":…,"extensions":[…]}` (core
 /// `TRITONSERVER_ServerMetadata`). Pass the upstream's answer, or one built
 /// with the gateway's own name, version and extensions.
-pub fn server_metadata_json(metadata: &ServerMetadataResponse) -> Vec<u8> {
+pub(crate) fn server_metadata_json(metadata: &ServerMetadataResponse) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + metadata.extensions.len() * 24);
     let mut obj = Obj::new(&mut out);
     obj.str("name", &metadata.name);
@@ -105,7 +105,7 @@ fn tensor_metadata(out: &mut Vec<u8>, tensor: &TensorMetadata) {
 /// `{"name","versions":[…],"platform","inputs":[{"name","datatype","shape"}],"outputs":[…]}`
 /// (core `TRITONSERVER_ServerModelMetadata`: every key always present,
 /// `platform` falls back to the backend name there already).
-pub fn model_metadata_json(metadata: &ModelMetadataResponse) -> Vec<u8> {
+pub(crate) fn model_metadata_json(metadata: &ModelMetadataResponse) -> Vec<u8> {
     let mut out = Vec::with_capacity(128 + 64 * (metadata.inputs.len() + metadata.outputs.len()));
     let mut obj = Obj::new(&mut out);
     obj.str("name", &metadata.name);
@@ -200,7 +200,7 @@ fn model_stats(out: &mut Vec<u8>, s: &ModelStatistics) {
 /// empty_response,cancel}`), `batch_stats[{batch_size,compute_input,
 /// compute_infer,compute_output}]`, `memory_usage[{type,id,byte_size}]`;
 /// every duration `{"count":N,"ns":N}`, every number a JSON number.
-pub fn model_statistics_json(stats: &ModelStatisticsResponse) -> Vec<u8> {
+pub(crate) fn model_statistics_json(stats: &ModelStatisticsResponse) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + 900 * stats.model_stats.len());
     let mut obj = Obj::new(&mut out);
     write_array(obj.key("model_stats"), &stats.model_stats, model_stats);
@@ -216,7 +216,7 @@ pub fn model_statistics_json(stats: &ModelStatisticsResponse) -> Vec<u8> {
 /// sorted by name); `version`, `state` and `reason` are omitted when empty
 /// (Triton leaves them out of the JSON, and its gRPC front only fills what
 /// that JSON had).
-pub fn repository_index_json(index: &RepositoryIndexResponse) -> Vec<u8> {
+pub(crate) fn repository_index_json(index: &RepositoryIndexResponse) -> Vec<u8> {
     let mut out = Vec::with_capacity(2 + 64 * index.models.len());
     write_array(&mut out, &index.models, |out, m| {
         let mut obj = Obj::new(out);
@@ -262,7 +262,7 @@ fn shm_status_json<R>(
 /// `[{"name","key","offset","byte_size"},…]`, sorted by region name. An
 /// unknown region is the upstream's NOT_FOUND (`Unable to find system shared
 /// memory region: '<r>'`).
-pub fn system_shm_status_json(status: &SystemSharedMemoryStatusResponse) -> Vec<u8> {
+pub(crate) fn system_shm_status_json(status: &SystemSharedMemoryStatusResponse) -> Vec<u8> {
     shm_status_json(
         &status.regions,
         80,
@@ -277,7 +277,7 @@ pub fn system_shm_status_json(status: &SystemSharedMemoryStatusResponse) -> Vec<
 
 /// `GET /v2/cudasharedmemory[/region/{r}]/status`:
 /// `[{"name","device_id","byte_size"},…]`, sorted by region name.
-pub fn cuda_shm_status_json(status: &CudaSharedMemoryStatusResponse) -> Vec<u8> {
+pub(crate) fn cuda_shm_status_json(status: &CudaSharedMemoryStatusResponse) -> Vec<u8> {
     shm_status_json(
         &status.regions,
         64,
@@ -310,7 +310,7 @@ const TRACE_KEYS: [&str; 6] = [
 /// Triton's order, only when present; the mode-specific options (OpenTelemetry
 /// `url`, `resource`, …), which Triton appends in command-line order, follow
 /// sorted by key, as gRPC does not keep their order.
-pub fn trace_settings_json(settings: &TraceSettingResponse) -> Vec<u8> {
+pub(crate) fn trace_settings_json(settings: &TraceSettingResponse) -> Vec<u8> {
     let mut out = Vec::with_capacity(160);
     let mut obj = Obj::new(&mut out);
     for key in TRACE_KEYS {
@@ -336,7 +336,7 @@ pub fn trace_settings_json(settings: &TraceSettingResponse) -> Vec<u8> {
 /// "log_format":"…"}` in that order (protocol §1 row 18). Each value is taken
 /// from the gRPC setting of the expected type; a missing or mistyped one
 /// gets the zero value of its type.
-pub fn log_settings_json(settings: &LogSettingsResponse) -> Vec<u8> {
+pub(crate) fn log_settings_json(settings: &LogSettingsResponse) -> Vec<u8> {
     let get = |key: &str| {
         settings
             .settings

@@ -2,9 +2,9 @@
 //! `Bytes` prost decoded (zero-copy, `.bytes(".")` in
 //! crates/tensorgate-proto/build.rs).
 
-pub mod endpoints;
-pub mod model_config;
-pub mod stream;
+pub(crate) mod endpoints;
+pub(crate) mod model_config;
+pub(crate) mod stream;
 
 use bytes::Bytes;
 
@@ -15,7 +15,7 @@ use crate::proto::inference::{
     ModelInferResponse, ModelMetadataResponse,
 };
 
-pub fn param(value: &InferParameter) -> Option<Param> {
+pub(crate) fn param(value: &InferParameter) -> Option<Param> {
     Some(match value.parameter_choice.as_ref()? {
         ParameterChoice::BoolParam(b) => Param::Bool(*b),
         ParameterChoice::Int64Param(n) => Param::Int64(*n),
@@ -27,7 +27,9 @@ pub fn param(value: &InferParameter) -> Option<Param> {
 
 /// Parameters sorted by key: gRPC maps carry no order, and a stable order
 /// keeps answers reproducible.
-pub fn params(map: &std::collections::HashMap<String, InferParameter>) -> Vec<(String, Param)> {
+pub(crate) fn params(
+    map: &std::collections::HashMap<String, InferParameter>,
+) -> Vec<(String, Param)> {
     let mut out: Vec<(String, Param)> = map
         .iter()
         .filter_map(|(k, v)| Some((k.clone(), param(v)?)))
@@ -38,7 +40,7 @@ pub fn params(map: &std::collections::HashMap<String, InferParameter>) -> Vec<(S
 
 /// `id` is taken from our own request (the client's raw bytes), because a
 /// gRPC string cannot carry the invalid UTF-8 a JSON id may hold.
-pub fn model_infer(response: ModelInferResponse, request_id: &[u8]) -> InferResponse {
+pub(crate) fn model_infer(response: ModelInferResponse, request_id: &[u8]) -> InferResponse {
     let mut raw = response.raw_output_contents.into_iter();
     let outputs = response
         .outputs
@@ -102,7 +104,7 @@ fn typed_to_raw(c: &InferTensorContents, datatype: &str) -> Bytes {
 }
 
 /// The model signature the front needs, from a `ModelConfig`.
-pub fn model_info_from_config(config: ModelConfig) -> ModelInfo {
+pub(crate) fn model_info_from_config(config: ModelConfig) -> ModelInfo {
     let tensor = |name: String, data_type: i32, dims: Vec<i64>, optional: bool| TensorInfo {
         name,
         datatype: ConfigDataType::try_from(data_type)
@@ -129,7 +131,7 @@ pub fn model_info_from_config(config: ModelConfig) -> ModelInfo {
 
 /// The signature from `ModelMetadata` (servers without `ModelConfig`):
 /// shapes there include any batch dimension, so no batching is assumed.
-pub fn model_info_from_metadata(metadata: ModelMetadataResponse) -> ModelInfo {
+pub(crate) fn model_info_from_metadata(metadata: ModelMetadataResponse) -> ModelInfo {
     let tensor = |t: TensorMetadata| TensorInfo {
         datatype: DataType::parse(t.datatype.as_bytes()),
         name: t.name,

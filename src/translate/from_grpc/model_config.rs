@@ -56,7 +56,7 @@ use crate::wire::json_write::{
 /// Paths (field names from `ModelConfig`, list elements and map values
 /// transparent) of the 64-bit fields Triton's core rewrites as JSON numbers
 /// in `ModelConfigToJson`; every other 64-bit field stays a quoted string.
-pub const NUMERIC_64BIT_FIELDS: [&str; 16] = [
+pub(crate) const NUMERIC_64BIT_FIELDS: [&str; 16] = [
     "input.dims",
     "input.reshape.shape",
     "output.dims",
@@ -88,7 +88,7 @@ fn model_config_descriptor() -> Option<&'static MessageDescriptor> {
 
 /// Triton's JSON for `config`, byte for byte (see the module docs). An
 /// all-default config (encoded size 0) is the empty body, as in Triton.
-pub fn model_config_json(config: &ModelConfig) -> Vec<u8> {
+pub(crate) fn model_config_json(config: &ModelConfig) -> Vec<u8> {
     let encoded = config.encode_to_vec();
     if encoded.is_empty() {
         return Vec::new();
@@ -108,7 +108,7 @@ pub fn model_config_json(config: &ModelConfig) -> Vec<u8> {
 
 /// [`model_config_json`] of `response.config`; a response without a config
 /// renders like an all-default one (the empty body).
-pub fn model_config_response_json(response: &ModelConfigResponse) -> Vec<u8> {
+pub(crate) fn model_config_response_json(response: &ModelConfigResponse) -> Vec<u8> {
     response
         .config
         .as_ref()

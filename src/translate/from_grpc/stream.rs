@@ -7,11 +7,11 @@ use crate::model::InferResponse;
 use crate::proto::inference::{infer_parameter::ParameterChoice, ModelStreamInferResponse};
 
 /// Response parameter the gRPC front adds to every streamed response.
-pub const FINAL_RESPONSE: &str = "triton_final_response";
+pub(crate) const FINAL_RESPONSE: &str = "triton_final_response";
 
 /// One message of the response stream, for one request.
 #[derive(Debug, Clone, PartialEq)]
-pub enum StreamItem {
+pub(crate) enum StreamItem {
     /// A response; `last` when it carried `triton_final_response: true`.
     Response { response: InferResponse, last: bool },
     /// The model (or the core, after scheduling) failed this response.
@@ -21,7 +21,7 @@ pub enum StreamItem {
 }
 
 /// `request_id` is our own copy of the client's id (see `model_infer`).
-pub fn stream_item(message: ModelStreamInferResponse, request_id: &[u8]) -> StreamItem {
+pub(crate) fn stream_item(message: ModelStreamInferResponse, request_id: &[u8]) -> StreamItem {
     let mut response = message.infer_response.unwrap_or_default();
     let flag = response.parameters.remove(FINAL_RESPONSE);
     let last = match flag.and_then(|p| p.parameter_choice) {

@@ -52,7 +52,7 @@ fn c_string(bytes: &[u8]) -> String {
 /// `A-Z a-z 0-9 + /` (including `=` padding, whitespace, NUL) is skipped, and
 /// a trailing incomplete group yields only its complete bytes (1 leftover
 /// sextet: nothing; 2: one byte; 3: two bytes). Never fails.
-pub fn base64_decode_lenient(input: &[u8]) -> Vec<u8> {
+pub(crate) fn base64_decode_lenient(input: &[u8]) -> Vec<u8> {
     fn sextet(b: u8) -> Option<u32> {
         match b {
             b'A'..=b'Z' => Some(u32::from(b - b'A')),
@@ -88,7 +88,7 @@ pub fn base64_decode_lenient(input: &[u8]) -> Vec<u8> {
 
 /// `GET /v2/models/{m}[/versions/{v}]/ready`. `version` is the path segment
 /// verbatim (`""` when absent; Triton parses `01` like `1` on both fronts).
-pub fn model_ready(name: &str, version: &str) -> ModelReadyRequest {
+pub(crate) fn model_ready(name: &str, version: &str) -> ModelReadyRequest {
     ModelReadyRequest {
         name: name.to_owned(),
         version: version.to_owned(),
@@ -96,7 +96,7 @@ pub fn model_ready(name: &str, version: &str) -> ModelReadyRequest {
 }
 
 /// `GET /v2/models/{m}[/versions/{v}]` (see [`model_ready`] for `version`).
-pub fn model_metadata(name: &str, version: &str) -> ModelMetadataRequest {
+pub(crate) fn model_metadata(name: &str, version: &str) -> ModelMetadataRequest {
     ModelMetadataRequest {
         name: name.to_owned(),
         version: version.to_owned(),
@@ -104,7 +104,7 @@ pub fn model_metadata(name: &str, version: &str) -> ModelMetadataRequest {
 }
 
 /// `GET /v2/models/{m}[/versions/{v}]/config` (see [`model_ready`]).
-pub fn model_config(name: &str, version: &str) -> ModelConfigRequest {
+pub(crate) fn model_config(name: &str, version: &str) -> ModelConfigRequest {
     ModelConfigRequest {
         name: name.to_owned(),
         version: version.to_owned(),
@@ -113,7 +113,7 @@ pub fn model_config(name: &str, version: &str) -> ModelConfigRequest {
 
 /// `GET /v2/models[/{m}[/versions/{v}]]/stats`: `name` `""` = all models,
 /// `version` `""` = all ready versions.
-pub fn model_statistics(name: &str, version: &str) -> ModelStatisticsRequest {
+pub(crate) fn model_statistics(name: &str, version: &str) -> ModelStatisticsRequest {
     ModelStatisticsRequest {
         name: name.to_owned(),
         version: version.to_owned(),
@@ -128,7 +128,7 @@ pub fn model_statistics(name: &str, version: &str) -> ModelStatisticsRequest {
 /// bool (`attempt to access JSON non-boolean as boolean`, `K45`; `null`
 /// included). A non-object body is ignored. The repository segment is
 /// ignored by Triton, so `repository_name` stays empty.
-pub fn repository_index(body: &[u8]) -> Result<RepositoryIndexRequest> {
+pub(crate) fn repository_index(body: &[u8]) -> Result<RepositoryIndexRequest> {
     let mut ready = false;
     if !body.is_empty() {
         let doc = parse_body(body)?;
@@ -155,7 +155,7 @@ pub fn repository_index(body: &[u8]) -> Result<RepositoryIndexRequest> {
 /// `unexpected error on creating Triton parameter` (Triton: 500; here 400).
 /// A 501 for an explicit repository segment is the router's (checked before
 /// the body).
-pub fn repository_load(model_name: &str, body: &[u8]) -> Result<RepositoryModelLoadRequest> {
+pub(crate) fn repository_load(model_name: &str, body: &[u8]) -> Result<RepositoryModelLoadRequest> {
     let mut parameters = HashMap::new();
     if !body.is_empty() {
         let doc = parse_body(body)?;
@@ -196,7 +196,7 @@ pub fn repository_load(model_name: &str, body: &[u8]) -> Result<RepositoryModelL
 /// `{"parameters":{"unload_dependents":bool}}`. Never fails: Triton 2.51
 /// overwrites any body error (malformed JSON, non-bool value) with the
 /// unload result, so the model is unloaded without dependents (`X15`).
-pub fn repository_unload(model_name: &str, body: &[u8]) -> RepositoryModelUnloadRequest {
+pub(crate) fn repository_unload(model_name: &str, body: &[u8]) -> RepositoryModelUnloadRequest {
     let mut parameters = HashMap::new();
     if !body.is_empty() {
         let flag = parse_body(body).ok().and_then(|doc| {
@@ -224,14 +224,14 @@ pub fn repository_unload(model_name: &str, body: &[u8]) -> RepositoryModelUnload
 // Shared memory (rows 11–16)
 
 /// `GET /v2/systemsharedmemory[/region/{r}]/status` (`""` = all regions).
-pub fn system_shm_status(region: &str) -> SystemSharedMemoryStatusRequest {
+pub(crate) fn system_shm_status(region: &str) -> SystemSharedMemoryStatusRequest {
     SystemSharedMemoryStatusRequest {
         name: region.to_owned(),
     }
 }
 
 /// `POST /v2/systemsharedmemory[/region/{r}]/unregister` (`""` = all).
-pub fn system_shm_unregister(region: &str) -> SystemSharedMemoryUnregisterRequest {
+pub(crate) fn system_shm_unregister(region: &str) -> SystemSharedMemoryUnregisterRequest {
     SystemSharedMemoryUnregisterRequest {
         name: region.to_owned(),
     }
@@ -245,7 +245,10 @@ pub fn system_shm_unregister(region: &str) -> SystemSharedMemoryUnregisterReques
 /// optional `offset` an unsigned integer, `byte_size` present
 /// (`… has no 'byte_size' field`) and an unsigned integer. The key is cut at
 /// the first NUL (Triton keeps a C string).
-pub fn system_shm_register(region: &str, body: &[u8]) -> Result<SystemSharedMemoryRegisterRequest> {
+pub(crate) fn system_shm_register(
+    region: &str,
+    body: &[u8],
+) -> Result<SystemSharedMemoryRegisterRequest> {
     if region.is_empty() {
         return Err(Error::invalid(
             "'region name' is necessary to register system shared memory region",
@@ -273,14 +276,14 @@ pub fn system_shm_register(region: &str, body: &[u8]) -> Result<SystemSharedMemo
 }
 
 /// `GET /v2/cudasharedmemory[/region/{r}]/status` (`""` = all regions).
-pub fn cuda_shm_status(region: &str) -> CudaSharedMemoryStatusRequest {
+pub(crate) fn cuda_shm_status(region: &str) -> CudaSharedMemoryStatusRequest {
     CudaSharedMemoryStatusRequest {
         name: region.to_owned(),
     }
 }
 
 /// `POST /v2/cudasharedmemory[/region/{r}]/unregister` (`""` = all).
-pub fn cuda_shm_unregister(region: &str) -> CudaSharedMemoryUnregisterRequest {
+pub(crate) fn cuda_shm_unregister(region: &str) -> CudaSharedMemoryUnregisterRequest {
     CudaSharedMemoryUnregisterRequest {
         name: region.to_owned(),
     }
@@ -300,7 +303,10 @@ const CUDA_IPC_HANDLE_SIZE: usize = 64;
 /// ignores the body and answers `failed to register CUDA shared memory
 /// region: '<r>', GPUs not supported`; its gRPC front gives the same answer
 /// for any request that passes these checks.)
-pub fn cuda_shm_register(region: &str, body: &[u8]) -> Result<CudaSharedMemoryRegisterRequest> {
+pub(crate) fn cuda_shm_register(
+    region: &str,
+    body: &[u8],
+) -> Result<CudaSharedMemoryRegisterRequest> {
     if region.is_empty() {
         return Err(Error::invalid(
             "'region name' is necessary to register cuda shared memory region",
@@ -401,7 +407,7 @@ fn trace_uint_setting(name: &str, s: &[u8]) -> Result<String> {
 
 /// `GET /v2/trace/setting`, `GET /v2/models/{m}/trace/setting` (`model_name`
 /// `""` = global): no settings, i.e. "read the current setting".
-pub fn trace_setting_get(model_name: &str) -> TraceSettingRequest {
+pub(crate) fn trace_setting_get(model_name: &str) -> TraceSettingRequest {
     TraceSettingRequest {
         settings: HashMap::new(),
         model_name: model_name.to_owned(),
@@ -430,7 +436,7 @@ pub fn trace_setting_get(model_name: &str) -> TraceSettingRequest {
 /// so a POST that sets nothing carries `trace_level: [""]`, a value Triton
 /// ignores, to keep that (observable only through per-model trace counts)
 /// behaviour.
-pub fn trace_setting_post(model_name: &str, body: &[u8]) -> Result<TraceSettingRequest> {
+pub(crate) fn trace_setting_post(model_name: &str, body: &[u8]) -> Result<TraceSettingRequest> {
     let doc = parse_body(body)?;
     let mut settings = HashMap::new();
 
@@ -537,7 +543,7 @@ pub fn trace_setting_post(model_name: &str, body: &[u8]) -> Result<TraceSettingR
 // Log settings (row 18)
 
 /// `GET /v2/logging`: no settings, i.e. "read the current settings".
-pub fn log_settings_get() -> LogSettingsRequest {
+pub(crate) fn log_settings_get() -> LogSettingsRequest {
     LogSettingsRequest {
         settings: HashMap::new(),
     }
@@ -550,7 +556,7 @@ pub fn log_settings_get() -> LogSettingsRequest {
 /// then, if `error` is set, answer it (whatever the upstream said), else
 /// render the upstream's response.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LogSettingsUpdate {
+pub(crate) struct LogSettingsUpdate {
     /// The settings Triton would have applied (possibly none).
     pub request: LogSettingsRequest,
     /// The error Triton would answer after applying `request`.
@@ -564,7 +570,7 @@ pub struct LogSettingsUpdate {
 /// bits); `log_format` a string, `"default"` or `"ISO8601"`, else
 /// `invalid argument for --log_format, got: <v>` (Triton: 503; here 400, as
 /// it is the client's mistake). Body parse errors apply nothing.
-pub fn log_settings_post(body: &[u8]) -> LogSettingsUpdate {
+pub(crate) fn log_settings_post(body: &[u8]) -> LogSettingsUpdate {
     use log_settings_request::setting_value::ParameterChoice as P;
     let mut settings = HashMap::new();
     let error = (|| -> Result<()> {

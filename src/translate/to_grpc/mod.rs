@@ -1,7 +1,7 @@
 //! Protocol-neutral requests to gRPC messages. The only place (with
 //! `from_grpc`) that sees both our model types and the generated wire types.
 
-pub mod endpoints;
+pub(crate) mod endpoints;
 
 use std::collections::HashMap;
 
@@ -12,7 +12,7 @@ use crate::proto::inference::{
     InferParameter, ModelInferRequest,
 };
 
-pub fn param(value: &Param) -> InferParameter {
+pub(crate) fn param(value: &Param) -> InferParameter {
     let choice = match value {
         Param::Bool(b) => ParameterChoice::BoolParam(*b),
         Param::Int64(n) => ParameterChoice::Int64Param(*n),
@@ -40,7 +40,7 @@ fn shm_params(shm: &SharedMemory, into: &mut HashMap<String, InferParameter>) {
 /// Builds `ModelInferRequest` with `raw_input_contents` (never typed
 /// contents). The tensor `Bytes` are reference-counted, not copied here;
 /// prost copies them once into tonic's frame buffer when encoding.
-pub fn model_infer(request: &InferRequest) -> ModelInferRequest {
+pub(crate) fn model_infer(request: &InferRequest) -> ModelInferRequest {
     let mut raw = Vec::with_capacity(request.inputs.len());
     let inputs = request
         .inputs

@@ -7,5 +7,5 @@
 //! statistics. The only code that sees both v1 and v2 messages.
 
 pub mod request;
-pub mod response;
-pub mod status;
+pub(crate) mod response;
+pub(crate) mod status;

@@ -18,7 +18,7 @@ use crate::wire::tensor::bytes_elements;
 /// The header (classes included) and one entry per requested output, in
 /// order: its bytes, or empty when it is not raw (classes, shared memory),
 /// as TRTIS's gRPC `raw_output` (the 1.11 client indexes it by position).
-pub fn infer_response(
+pub(crate) fn infer_response(
     response: &InferResponse,
     plan: &Plan,
     requested_version: &str,

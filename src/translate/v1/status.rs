@@ -12,14 +12,14 @@ use crate::proto::v1 as pb;
 
 /// What the gateway learnt about one model.
 #[derive(Debug, Clone, Default)]
-pub struct ModelFacts {
+pub(crate) struct ModelFacts {
     pub config: v2::ModelConfig,
     /// Versions with their v2 state (`READY`, `UNAVAILABLE`, ...) and reason.
     pub versions: Vec<(i64, String, String)>,
     pub stats: Vec<v2::ModelStatistics>,
 }
 
-pub fn server_status(
+pub(crate) fn server_status(
     server_id: &str,
     ready: bool,
     uptime_ns: u64,
@@ -75,7 +75,7 @@ fn model_status(facts: ModelFacts) -> pb::ModelStatus {
 }
 
 /// The v2 repository index's state names (protocol §1.4).
-pub fn ready_state(state: &str) -> pb::ModelReadyState {
+pub(crate) fn ready_state(state: &str) -> pb::ModelReadyState {
     match state {
         "READY" => pb::ModelReadyState::ModelReady,
         "UNAVAILABLE" => pb::ModelReadyState::ModelUnavailable,
@@ -115,7 +115,7 @@ fn add_stats(status: &mut pb::ModelVersionStatus, stats: &v2::ModelStatistics) {
 }
 
 /// v2 `ModelConfig` → v1 `ModelConfig`, field by field.
-pub fn model_config(c: &v2::ModelConfig) -> pb::ModelConfig {
+pub(crate) fn model_config(c: &v2::ModelConfig) -> pb::ModelConfig {
     use pb::model_version_policy as policy;
     use v2::model_version_policy::PolicyChoice as V2Policy;
     let version_policy = c.version_policy.as_ref().map(|p| pb::ModelVersionPolicy {
