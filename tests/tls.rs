@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use pingora_rustls::{ClientConfig, RootCertStore, ServerName, TlsConnector};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-use support::{free_port, text, GatewayProcess};
+use support::{text, GatewayProcess};
 use tensorgate::config::Config;
 use tensorgate::Gateway;
 use tensorgate_demo::DemoUpstream;
@@ -157,17 +157,20 @@ async fn https_serves_and_a_renewed_certificate_needs_no_restart() {
     let ca_file = write(&files, "ca.pem", &ca.pem);
     let cert = write(&files, "server.pem", &first.cert);
     let key = write(&files, "server.key", &first.key);
-    let tls_addr = free_port();
+    // Port 0: the gateway binds it and its log line says which port it got
+    // (a port chosen here could be taken before the gateway binds it, by
+    // the demo upstream among others).
     let config = write(
         &files,
         "tensorgate.toml",
         &format!(
-            "[tls]\nlisten = \"{tls_addr}\"\ncert_file = \"{}\"\nkey_file = \"{}\"\nreload_check_ms = 0\n",
+            "[tls]\nlisten = \"127.0.0.1:0\"\ncert_file = \"{}\"\nkey_file = \"{}\"\nreload_check_ms = 0\n",
             cert.display(),
             key.display()
         ),
     );
-    let _gw = GatewayProcess::demo(&["--config", config.to_str().unwrap()]);
+    let gw = GatewayProcess::demo(&["--config", config.to_str().unwrap()]);
+    let tls_addr = gw.https.expect("the HTTPS listener in the log line");
     let (status, peer) = https_get(tls_addr, &ca_file, "/v2/health/ready").await;
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert_eq!(peer, first.der);

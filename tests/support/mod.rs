@@ -188,9 +188,10 @@ pub(crate) fn assert_answer(response: &HttpResponse, status: u16, content_type: 
 pub(crate) struct GatewayProcess {
     pub child: Child,
     pub addr: SocketAddr,
-    /// The admin and gRPC listeners, when asked for with `127.0.0.1:0`.
+    /// The admin, gRPC and HTTPS listeners, when asked for with `127.0.0.1:0`.
     pub admin: Option<SocketAddr>,
     pub grpc: Option<SocketAddr>,
+    pub https: Option<SocketAddr>,
     log: std::path::PathBuf,
     own_log: bool,
 }
@@ -255,6 +256,7 @@ impl GatewayProcess {
             addr: listening.http,
             admin: listening.admin,
             grpc: listening.grpc,
+            https: listening.https,
             log,
             own_log,
         }
@@ -284,6 +286,7 @@ struct Listening {
     http: SocketAddr,
     admin: Option<SocketAddr>,
     grpc: Option<SocketAddr>,
+    https: Option<SocketAddr>,
 }
 
 /// Waits (at most 20 s) for the log line that says every listener is
@@ -305,6 +308,7 @@ fn wait_listening(child: &mut Child, log: &std::path::Path) -> Option<Listening>
                 http: addr("http=")?,
                 admin: addr("admin="),
                 grpc: addr("grpc="),
+                https: addr("https="),
             });
         }
         if let Ok(Some(_)) = child.try_wait() {
