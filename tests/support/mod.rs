@@ -5,7 +5,7 @@
 
 pub(crate) mod raw;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -321,8 +321,8 @@ fn wait_listening(child: &mut Child, log: &std::path::Path) -> Option<Listening>
 
 /// `n` distinct loopback addresses where connections are refused, held
 /// until the returned sockets drop: each is bound but not listening, so no
-/// other process can take the port meanwhile (as it could after
-/// [`free_port`]) and no two are alike.
+/// other process can take the port meanwhile (as it could between
+/// choosing a free port and using it) and no two are alike.
 pub(crate) fn refused_addrs(n: usize) -> (Vec<socket2::Socket>, Vec<String>) {
     use socket2::{Domain, Socket, Type};
     let held: Vec<Socket> = (0..n)
@@ -338,9 +338,4 @@ pub(crate) fn refused_addrs(n: usize) -> (Vec<socket2::Socket>, Vec<String>) {
         .map(|s| s.local_addr().unwrap().as_socket().unwrap().to_string())
         .collect();
     (held, addrs)
-}
-
-pub(crate) fn free_port() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
-    listener.local_addr().expect("local addr")
 }
