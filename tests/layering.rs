@@ -54,16 +54,6 @@ const PROTO_ALLOWED: &[&str] = &[
 /// but `crate::proto::...` paths name them all the same.
 const REEXPORTED: &[&str] = &["proto"];
 
-/// Modules outside `PROTO_ALLOWED` that still build or read protobuf
-/// messages themselves — debt to move into `translate`; no new entries.
-const PROTO_DEBT: &[&str] = &[
-    "front::endpoints",
-    "front::generate",
-    "front::v1",
-    "wire::v1::answer",
-    "wire::v1::text",
-];
-
 #[test]
 fn no_module_imports_a_layer_above_it_or_a_peer() {
     let graph = Graph::read();
@@ -94,11 +84,7 @@ fn only_the_allowed_layers_see_the_generated_types() {
     let graph = Graph::read();
     let mut wrong = Vec::new();
     for (from, to) in graph.edges() {
-        let allowed = PROTO_ALLOWED.contains(&top(&from))
-            || PROTO_DEBT
-                .iter()
-                .any(|d| from == *d || from.starts_with(&format!("{d}::")));
-        if top(&to) == "proto" && !allowed {
+        if top(&to) == "proto" && !PROTO_ALLOWED.contains(&top(&from)) {
             wrong.push(format!("{from} imports {to}"));
         }
     }

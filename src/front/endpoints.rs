@@ -8,7 +8,6 @@ use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::route::{Route, ShmAction};
-use crate::proto::inference as pb;
 use crate::translate::from_grpc::{endpoints as render, model_config};
 use crate::translate::to_grpc::endpoints as req_pb;
 use crate::upstream::call::rpc;
@@ -62,13 +61,7 @@ impl Gateway {
                 }
             }
             Route::ServerMetadata => {
-                let r = rpc!(
-                    pool,
-                    ctx,
-                    ANY,
-                    server_metadata,
-                    pb::ServerMetadataRequest {}
-                )?;
+                let r = rpc!(pool, ctx, ANY, server_metadata, req_pb::server_metadata())?;
                 json(render::server_metadata_json(
                     &self.server_metadata(r, Front::Http),
                 ))

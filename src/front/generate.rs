@@ -8,7 +8,6 @@
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
-use tonic::codec::Streaming;
 
 use crate::app::Gateway;
 use crate::context::RequestContext;
@@ -16,8 +15,7 @@ use crate::error::{Error, Kind, Result};
 use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedResponse};
 use crate::front::route::ModelRef;
 use crate::model::InferRequest;
-use crate::proto::inference::ModelStreamInferResponse;
-use crate::translate::from_grpc::stream::{stream_item, StreamItem};
+use crate::translate::from_grpc::stream::{Answers, StreamItem};
 use crate::translate::sequence::request_sequence_key;
 use crate::translate::to_grpc;
 use crate::upstream::{call, Client, Lease, Target};
@@ -36,14 +34,12 @@ const SSE_CONTENT_TYPE: &str = "text/event-stream; charset=utf-8";
 
 const NOT_ONE_RESPONSE: &str = "generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses";
 
-/// The upstream side of one generation: its stream, the request id the
-/// answers echo, and the deadline of the whole generation (enforced here:
+/// The upstream side of one generation: its answers, and the deadline of the whole generation (enforced here:
 /// tonic bounds only the wait for the response head).
 struct Upstream {
     /// The backend's in-flight count covers the whole generation.
     lease: Lease,
-    stream: Streaming<ModelStreamInferResponse>,
-    id: Vec<u8>,
+    answers: Answers,
     deadline: tokio::time::Instant,
     /// The generation's deadline as configured (for the 504 text).
     timeout: std::time::Duration,
@@ -57,8 +53,8 @@ impl Upstream {
             message: error.message,
             last: true,
         };
-        match tokio::time::timeout_at(self.deadline, self.stream.message()).await {
-            Ok(Ok(Some(message))) => Some(stream_item(message, &self.id)),
+        match tokio::time::timeout_at(self.deadline, self.answers.next()).await {
+            Ok(Ok(Some(item))) => Some(item),
             Ok(Ok(None)) => None,
             Ok(Err(status)) => Some(failed(Error::from_upstream(
                 &status,
@@ -75,7 +71,7 @@ impl Upstream {
     /// Lets the upstream end a finished stream itself (a drop before its
     /// end would be seen as a cancellation), for a short while at most.
     async fn drain(mut self) {
-        let rest = async { while let Ok(Some(_)) = self.stream.message().await {} };
+        let rest = async { while let Ok(Some(_)) = self.answers.next().await {} };
         let _ = tokio::time::timeout(DRAIN_TIME, rest).await;
     }
 }
@@ -180,11 +176,10 @@ impl Gateway {
             .retain(|(k, _)| !k.starts_with("triton_"));
         let timeout = self.config().generate.stream_timeout();
         let deadline = tokio::time::Instant::now() + timeout;
-        let (lease, stream) = self.call_stream_infer(ctx, &request).await?;
+        let (lease, answers) = self.call_stream_infer(ctx, &request).await?;
         Ok(Upstream {
             lease,
-            stream,
-            id: request.id,
+            answers,
             deadline,
             timeout,
         })
@@ -198,7 +193,7 @@ impl Gateway {
         &self,
         ctx: &RequestContext,
         request: &InferRequest,
-    ) -> Result<(Lease, Streaming<ModelStreamInferResponse>)> {
+    ) -> Result<(Lease, Answers)> {
         let pool = &self.pool();
         pool.started().await;
         let sequence = request_sequence_key(request);
@@ -225,7 +220,7 @@ impl Gateway {
             .call_on(ctx, &lease, timeout, &open)
             .await
             .map_err(call::Attempt::into_error)?;
-        Ok((lease, stream))
+        Ok((lease, Answers::new(stream, request.id.clone())))
     }
 }
 

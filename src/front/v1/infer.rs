@@ -9,7 +9,8 @@ use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::front::http::HttpRequest;
 use crate::front::route::ModelRef;
-use crate::wire::v1::{answer, text, Format};
+use crate::translate::v1::answer;
+use crate::wire::v1::{text, Format};
 
 impl Gateway {
     pub(super) async fn v1_infer(
@@ -25,7 +26,7 @@ impl Gateway {
         let value = req
             .header("NV-InferRequest")
             .ok_or_else(|| Error::invalid("missing NV-InferRequest header"))?;
-        let header = text::parse_request_header(value)
+        let header = text::parse(value)
             .map_err(|e| Error::invalid(format!("failed to parse NV-InferRequest header: {e}")))?;
         let (header, raw) = self.v1_infer_core(ctx, model, &header, &req.body).await?;
         let (value, body) = answer::infer(&header, raw, format);

@@ -17,8 +17,8 @@ use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::route::Route;
-use crate::proto::v1 as pb;
-use crate::wire::v1::{answer, Format};
+use crate::translate::v1::answer;
+use crate::wire::v1::Format;
 use route::V1Route;
 
 /// A successful v1 answer before the status header is added.
@@ -65,8 +65,7 @@ impl Gateway {
         let server_id = &self.config().v1.server_id;
         match result {
             Ok(ok) => {
-                let status =
-                    answer::status(pb::RequestStatusCode::Success, "", server_id, request_id);
+                let status = answer::success(server_id, request_id);
                 let mut headers = Vec::with_capacity(3);
                 if let Some(value) = ok.infer_response {
                     headers.push(("NV-InferResponse", value));
@@ -119,13 +118,7 @@ impl Gateway {
                 let index = self.v1_repository_index(ctx, ).await?.ok_or_else(|| {
                     Error::unsupported("the upstream has no model repository API")
                 })?;
-                let mut models: Vec<pb::model_repository_index::ModelEntry> = Vec::new();
-                for entry in index {
-                    if !models.iter().any(|m| m.name == entry.name) {
-                        models.push(pb::model_repository_index::ModelEntry { name: entry.name });
-                    }
-                }
-                Ok(Answer::message(&pb::ModelRepositoryIndex { models }, *format))
+                Ok(Answer::message(&answer::repository_index(index), *format))
             }
             V1Route::SharedMemoryControl => Err(Error::unsupported(
                 "shared-memory control is not available through the v1 API of tensorgate; register regions with the v2 API",

@@ -27,7 +27,7 @@ use crate::proto::inference::{
     CudaSharedMemoryUnregisterRequest, LogSettingsRequest, ModelConfigRequest,
     ModelMetadataRequest, ModelReadyRequest, ModelRepositoryParameter, ModelStatisticsRequest,
     RepositoryIndexRequest, RepositoryModelLoadRequest, RepositoryModelUnloadRequest,
-    SystemSharedMemoryRegisterRequest, SystemSharedMemoryStatusRequest,
+    ServerMetadataRequest, SystemSharedMemoryRegisterRequest, SystemSharedMemoryStatusRequest,
     SystemSharedMemoryUnregisterRequest, TraceSettingRequest,
 };
 use crate::wire::json::{self, Value};
@@ -85,6 +85,11 @@ pub(crate) fn base64_decode_lenient(input: &[u8]) -> Vec<u8> {
 
 // ---------------------------------------------------------------------------
 // Health, metadata, config, statistics: no body, only path segments.
+
+/// `GET /v2`.
+pub(crate) fn server_metadata() -> ServerMetadataRequest {
+    ServerMetadataRequest {}
+}
 
 /// `GET /v2/models/{m}[/versions/{v}]/ready`. `version` is the path segment
 /// verbatim (`""` when absent; Triton parses `01` like `1` on both fronts).

@@ -323,7 +323,7 @@ fn parameters(header: &InferRequestHeader) -> Result<Vec<(String, Param)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::v1::text::parse_request_header;
+    use crate::wire::v1::text::parse;
 
     fn tensor(name: &str, datatype: DataType, dims: &[i64]) -> TensorInfo {
         TensorInfo {
@@ -351,7 +351,7 @@ mod tests {
     }
 
     fn build(header: &str, body: Vec<u8>) -> Result<(InferRequest, Plan)> {
-        let header = parse_request_header(header.as_bytes()).expect("header parses");
+        let header = parse::<InferRequestHeader>(header.as_bytes()).expect("header parses");
         infer_request("simple", "", &header, &simple(), &Bytes::from(body))
     }
 
@@ -410,7 +410,7 @@ mod tests {
     fn dims_default_to_fixed_config_dims_and_strings_are_walked() {
         let mut info = simple();
         info.inputs[1] = tensor("INPUT1", DataType::Bytes, &[2]);
-        let header = parse_request_header(
+        let header = parse::<InferRequestHeader>(
             br#"batch_size: 1 input { name: "INPUT0" } input { name: "INPUT1" } priority: 5 timeout_microseconds: 100"#,
         )
         .expect("parses");

@@ -1,9 +1,8 @@
 //! The legacy TensorRT Inference Server v1 HTTP wire format (protocol §7;
 //! protocol v1 §2–3), pure and synchronous: the protobuf text format
-//! of its headers (`text`), the request body split per input (`body`), and
-//! the answer's headers, raw outputs and trailer (`answer`).
+//! of its headers and bodies (`text`, generic over the messages, which
+//! `translate::v1` supplies) and the request body split per input (`body`).
 
-pub mod answer;
 pub mod body;
 pub mod text;
 

@@ -6,46 +6,20 @@
 //! and comma syntax, which differs from the captures byte for byte; its
 //! parser is used for `NV-InferRequest`.
 
-use std::sync::OnceLock;
-
 use prost::Message;
-use prost_reflect::{
-    DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, Value,
-};
+use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, Value};
 
-use crate::proto::v1 as pb;
-
-/// A v1 message with its protobuf full name (for reflection).
+/// A v1 message the codec can render and parse: a prost message with its
+/// descriptor (for reflection). The v1 messages implement it where the
+/// generated types are known (`translate::v1::messages`), so this codec
+/// stays generic.
 pub trait V1Message: Message + Default {
-    const NAME: &'static str;
-}
-
-macro_rules! v1_names {
-    ($($t:ident),* $(,)?) => {$(
-        impl V1Message for pb::$t {
-            const NAME: &'static str = concat!("nvidia.inferenceserver.", stringify!($t));
-        }
-    )*};
-}
-v1_names!(
-    RequestStatus,
-    InferRequestHeader,
-    InferResponseHeader,
-    ServerStatus,
-    ModelRepositoryIndex,
-);
-
-/// The descriptor of a v1 message (the set is compiled in, so this only
-/// fails if the name is not one of ours).
-pub fn descriptor(name: &str) -> Option<MessageDescriptor> {
-    static POOL: OnceLock<Option<DescriptorPool>> = OnceLock::new();
-    POOL.get_or_init(|| DescriptorPool::decode(crate::proto::FILE_DESCRIPTOR_SET).ok())
-        .as_ref()?
-        .get_message_by_name(name)
+    /// The message's descriptor; `None` only if the compiled-in set lacks it.
+    fn descriptor() -> Option<MessageDescriptor>;
 }
 
 fn dynamic<M: V1Message>(message: &M) -> Option<DynamicMessage> {
-    DynamicMessage::decode(descriptor(M::NAME)?, message.encode_to_vec().as_slice()).ok()
+    DynamicMessage::decode(M::descriptor()?, message.encode_to_vec().as_slice()).ok()
 }
 
 /// One line, as C++ `ShortDebugString` (header values).
@@ -81,12 +55,11 @@ pub fn json<M: V1Message>(message: &M) -> Vec<u8> {
         .unwrap_or_else(|| b"{}".to_vec())
 }
 
-/// Parses the `NV-InferRequest` header: protobuf text of
-/// `InferRequestHeader` (any spacing; unknown fields refused).
-pub fn parse_request_header(value: &[u8]) -> Result<pb::InferRequestHeader, String> {
+/// Parses protobuf text such as the `NV-InferRequest` header (any
+/// spacing; unknown fields refused).
+pub fn parse<M: V1Message>(value: &[u8]) -> Result<M, String> {
     let text = std::str::from_utf8(value).map_err(|_| "header is not valid UTF-8".to_string())?;
-    let desc = descriptor(<pb::InferRequestHeader as V1Message>::NAME)
-        .ok_or_else(|| "InferRequestHeader descriptor missing".to_string())?;
+    let desc = M::descriptor().ok_or_else(|| "message descriptor missing".to_string())?;
     let message = DynamicMessage::parse_text_format(desc, text).map_err(|e| e.to_string())?;
     message.transcode_to().map_err(|e| e.to_string())
 }
@@ -225,6 +198,7 @@ fn quoted(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::v1 as pb;
     use pb::infer_response_header::{output, Output};
 
     #[test]
@@ -301,7 +275,7 @@ mod tests {
 
     #[test]
     fn parses_the_captured_request_headers() {
-        let header = parse_request_header(
+        let header = parse::<pb::InferRequestHeader>(
             br#"batch_size: 1 input { name: "INPUT0" dims: 16 } input { name: "INPUT1" dims: 16 } output { name: "OUTPUT0" cls { count: 3 } } correlation_id: 42 flags: 1"#,
         )
         .expect("parses");
@@ -316,7 +290,7 @@ mod tests {
             b"input { name: ",
             b"\xff",
         ] {
-            assert!(parse_request_header(bad).is_err(), "{bad:?}");
+            assert!(parse::<pb::InferRequestHeader>(bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -5,12 +5,23 @@
 
 use bytes::Bytes;
 
-use super::text::{self, V1Message};
-use super::Format;
+use crate::proto::inference::repository_index_response::ModelIndex;
 use crate::proto::v1 as pb;
+use crate::wire::v1::text::{self, V1Message};
+use crate::wire::v1::Format;
+
+/// The `NV-Status` value of a success.
+pub(crate) fn success(server_id: &str, request_id: u64) -> String {
+    status(pb::RequestStatusCode::Success, "", server_id, request_id)
+}
 
 /// The `NV-Status` value.
-pub fn status(code: pb::RequestStatusCode, msg: &str, server_id: &str, request_id: u64) -> String {
+pub(crate) fn status(
+    code: pb::RequestStatusCode,
+    msg: &str,
+    server_id: &str,
+    request_id: u64,
+) -> String {
     text::short(&pb::RequestStatus {
         code: code as i32,
         msg: msg.to_string(),
@@ -22,7 +33,7 @@ pub fn status(code: pb::RequestStatusCode, msg: &str, server_id: &str, request_i
 /// A successful infer answer: the `NV-InferResponse` value and the body.
 /// The header copy leaves `batch_classes` out (as TRTIS did): the v1 client
 /// reads classes only from the trailer, which carries everything.
-pub fn infer(
+pub(crate) fn infer(
     header: &pb::InferResponseHeader,
     raw: Vec<Bytes>,
     format: Format,
@@ -39,12 +50,24 @@ pub fn infer(
 }
 
 /// A message as a body in the requested format, with its content type.
-pub fn encode<M: V1Message>(message: &M, format: Format) -> (&'static str, Vec<u8>) {
+pub(crate) fn encode<M: V1Message>(message: &M, format: Format) -> (&'static str, Vec<u8>) {
     match format {
         Format::Text => ("text/plain", text::debug(message).into_bytes()),
         Format::Binary => ("application/octet-stream", message.encode_to_vec()),
         Format::Json => ("application/json", text::json(message)),
     }
+}
+
+/// The v1 repository index: each model name once, in the upstream's order
+/// (v2 lists a model once per version).
+pub(crate) fn repository_index(index: Vec<ModelIndex>) -> pb::ModelRepositoryIndex {
+    let mut models: Vec<pb::model_repository_index::ModelEntry> = Vec::new();
+    for entry in index {
+        if !models.iter().any(|m| m.name == entry.name) {
+            models.push(pb::model_repository_index::ModelEntry { name: entry.name });
+        }
+    }
+    pb::ModelRepositoryIndex { models }
 }
 
 #[cfg(test)]
