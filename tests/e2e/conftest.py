@@ -1,6 +1,9 @@
 """Session fixtures for the end-to-end tests: a real Triton 2.51 server (from the
-nvidia-pytriton wheel) on free loopback ports, and the tensorgate gateway in
-front of Triton's gRPC port.
+nvidia-pytriton wheel) on loopback, and the tensorgate gateway in front of
+Triton's gRPC port. The gateway binds port 0 and names its ports in its
+`tensorgate listening` log line; Triton cannot (it prints port 0 back and
+refuses equal HTTP and gRPC ports), so its ports are picked free just before
+its start, and a start that finds one taken meanwhile is retried on new ones.
 
 Environment:
   TENSORGATE_BIN            gateway binary (default <repo>/target/debug/tensorgate)
@@ -11,6 +14,7 @@ Environment:
 """
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -29,6 +33,9 @@ MODEL_REPOSITORY = os.path.join(E2E_DIR, "model_repository")
 TRITON_START_TIMEOUT_S = 120.0
 GATEWAY_START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
+# Starts of Triton whose ports another process took between the pick and
+# Triton's bind (it then exits at once, saying so).
+TRITON_PORT_ATTEMPTS = 5
 
 
 def selftest_mode():
@@ -63,13 +70,16 @@ def find_tritonserver():
 
 def launch_triton(tmpdir, name, models, extra_args=()):
     """Starts one more tritonserver (free ports, the e2e model repository,
-    only `models` loaded); returns its process, HTTP base URL, gRPC address
-    and log path. The caller waits for readiness and stops it."""
+    only `models` loaded; `*` loads all); returns its process, HTTP base URL,
+    gRPC address and log path. Wait for it with `wait_triton_ready`."""
     binary = find_tritonserver()
     backends = os.path.join(os.path.dirname(os.path.dirname(binary)), "backends")
     http_port, grpc_port = free_port(), free_port()
+    while grpc_port == http_port:
+        grpc_port = free_port()
     log_path = os.path.join(tmpdir, name + ".log")
     env = dict(os.environ)
+    # The Python backend starts its stubs with the python3 on PATH: the venv's.
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     cmd = [binary, "--model-repository=" + MODEL_REPOSITORY, "--backend-directory=" + backends,
            "--http-address=127.0.0.1", "--http-port=%d" % http_port,
@@ -80,7 +90,73 @@ def launch_triton(tmpdir, name, models, extra_args=()):
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 stdin=subprocess.DEVNULL)
     return {"proc": proc, "http": "http://127.0.0.1:%d" % http_port,
-            "grpc": "127.0.0.1:%d" % grpc_port, "log": log_path}
+            "grpc": "127.0.0.1:%d" % grpc_port, "log": log_path,
+            "launch": (tmpdir, name, models, tuple(extra_args))}
+
+
+def wait_triton_ready(triton):
+    """Waits until a launched Triton is ready. If it exited because one of
+    its ports was taken in the meantime, it is launched again on new ports
+    (`triton` is updated in place); RuntimeError on any other failure."""
+    for attempt in range(TRITON_PORT_ATTEMPTS):
+        try:
+            wait_until(lambda: http_status(triton["http"] + "/v2/health/ready") == 200,
+                       TRITON_START_TIMEOUT_S, triton["proc"], "tritonserver", triton["log"])
+            return
+        except RuntimeError:
+            last = attempt + 1 == TRITON_PORT_ATTEMPTS
+            if last or triton["proc"].poll() is None or "already in use" not in tail(triton["log"]):
+                raise
+            triton.update(launch_triton(*triton["launch"]))
+
+
+def gateway_binary():
+    """The gateway under test: TENSORGATE_BIN or this checkout's debug build."""
+    binary = os.environ.get("TENSORGATE_BIN") or os.path.join(
+        REPO_ROOT, "target", "debug", "tensorgate")
+    if not os.path.exists(binary):
+        pytest.fail("gateway binary %s not found (build it, set TENSORGATE_BIN, or set "
+                    "TENSORGATE_E2E_SELFTEST=1 to test the harness against Triton alone)"
+                    % binary)
+    return binary
+
+
+def listening(log_path):
+    """The listeners named by the gateway's `tensorgate listening` line
+    ({"http": ..., "grpc": ...}), or None before it is written."""
+    try:
+        with open(log_path, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    text = re.sub("\x1b\\[[0-9;]*m", "", text)  # colours of the log
+    line = next((l for l in text.splitlines() if "tensorgate listening" in l), None)
+    if line is None:
+        return None
+    return {key: m.group(1) for key in ("http", "grpc")
+            for m in [re.search(r"\b%s=([0-9.:]+)" % key, line)] if m}
+
+
+def launch_gateway(tmpdir, name, args, grpc=False):
+    """Starts the gateway with `args`, its HTTP listener (and the gRPC one if
+    `grpc`) on port 0; returns its process, HTTP base URL, gRPC address and
+    log path once the log names its ports. RuntimeError if it exits first."""
+    cmd = [gateway_binary()] + list(args) + ["--listen", "127.0.0.1:0"]
+    if grpc:
+        cmd += ["--grpc-listen", "127.0.0.1:0"]
+    log_path = os.path.join(tmpdir, name + ".log")
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: listening(log_path) is not None, GATEWAY_START_TIMEOUT_S, proc,
+                   "tensorgate", log_path)
+    except RuntimeError:
+        stop(proc)
+        raise
+    ports = listening(log_path)
+    return {"proc": proc, "http": "http://" + ports["http"], "grpc": ports.get("grpc"),
+            "log": log_path}
 
 
 def http_status(url, timeout=1.0):
@@ -149,41 +225,19 @@ def e2e_tmpdir(request):
 @pytest.fixture(scope="session")
 def triton_server(e2e_tmpdir):
     """Starts tritonserver; yields (http_base_url, grpc_host_port)."""
-    binary = find_tritonserver()
-    backends = os.path.join(os.path.dirname(os.path.dirname(binary)), "backends")
-    http_port, grpc_port = free_port(), free_port()
-    while grpc_port == http_port:
-        grpc_port = free_port()
-    log_path = os.path.join(e2e_tmpdir, "tritonserver.log")
-    env = dict(os.environ)
-    # The Python backend starts its stubs with the python3 on PATH: the venv's.
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    cmd = [
-        binary,
-        "--model-repository=" + MODEL_REPOSITORY,
-        "--backend-directory=" + backends,
-        "--http-address=127.0.0.1", "--http-port=%d" % http_port,
-        "--grpc-address=127.0.0.1", "--grpc-port=%d" % grpc_port,
-        "--allow-metrics=false",
-        "--model-control-mode=explicit", "--load-model=*",
-    ]
     started = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                stdin=subprocess.DEVNULL)
-    base = "http://127.0.0.1:%d" % http_port
+    triton = launch_triton(e2e_tmpdir, "tritonserver", ["*"])
     try:
-        wait_until(lambda: http_status(base + "/v2/health/ready") == 200,
-                   TRITON_START_TIMEOUT_S, proc, "tritonserver", log_path)
+        wait_triton_ready(triton)
     except RuntimeError as err:
-        stop(proc)
+        stop(triton["proc"])
         pytest.exit(str(err), returncode=3)
-    TIMINGS["triton"] = "[e2e] tritonserver ready in %.1fs (HTTP %s, gRPC 127.0.0.1:%d)" % (
-        time.monotonic() - started, base, grpc_port)
+    TIMINGS["triton"] = "[e2e] tritonserver ready in %.1fs (HTTP %s, gRPC %s)" % (
+        time.monotonic() - started, triton["http"], triton["grpc"])
     try:
-        yield base, "127.0.0.1:%d" % grpc_port
+        yield triton["http"], triton["grpc"]
     finally:
-        stop(proc)
+        stop(triton["proc"])
 
 
 @pytest.fixture(scope="session")
@@ -213,32 +267,18 @@ def gateway(triton_http, triton_grpc, e2e_tmpdir):
     if selftest_mode():
         yield triton_http
         return
-    binary = os.environ.get("TENSORGATE_BIN") or os.path.join(
-        REPO_ROOT, "target", "debug", "tensorgate")
-    if not os.path.exists(binary):
-        pytest.fail("gateway binary %s not found (build it, set TENSORGATE_BIN, or set "
-                    "TENSORGATE_E2E_SELFTEST=1 to test the harness against Triton alone)"
-                    % binary)
-    port = free_port()
-    GATEWAY_GRPC["address"] = "127.0.0.1:%d" % free_port()
-    log_path = os.path.join(e2e_tmpdir, "tensorgate.log")
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [binary, "--upstream", triton_grpc, "--listen", "127.0.0.1:%d" % port,
-             "--grpc-listen", GATEWAY_GRPC["address"]],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    base = "http://127.0.0.1:%d" % port
     try:
-        wait_until(lambda: http_status(base + "/v2/health/live") is not None,
-                   GATEWAY_START_TIMEOUT_S, proc, "tensorgate", log_path)
+        gw = launch_gateway(e2e_tmpdir, "tensorgate", ["--upstream", triton_grpc], grpc=True)
     except RuntimeError as err:
-        stop(proc)
         pytest.fail(str(err))
-    TIMINGS["gateway"] = "[e2e] gateway %s listening on %s (upstream %s)" % (binary, base, triton_grpc)
+    GATEWAY_GRPC["address"] = gw["grpc"]
+    proc, base = gw["proc"], gw["http"]
+    TIMINGS["gateway"] = "[e2e] gateway %s listening on %s (upstream %s)" % (
+        gateway_binary(), base, triton_grpc)
     try:
         yield base
     finally:
         stop(proc)
         if proc.returncode not in (0, -15, None):
             sys.stderr.write("[e2e] tensorgate exited with %s; log tail:\n%s\n"
-                             % (proc.returncode, tail(log_path)))
+                             % (proc.returncode, tail(gw["log"])))

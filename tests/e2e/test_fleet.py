@@ -7,7 +7,6 @@ clear error, and the survivor takes all the traffic."""
 
 import json
 import os
-import subprocess
 import threading
 import time
 import urllib.error
@@ -40,30 +39,23 @@ def fleet(e2e_tmpdir):
         pytest.skip("the fleet story needs the gateway")
     tritons = [c.launch_triton(e2e_tmpdir, "triton-a", MODELS),
                c.launch_triton(e2e_tmpdir, "triton-b", MODELS)]
-    procs = [t["proc"] for t in tritons]
+    procs = []
     try:
         for t in tritons:
-            c.wait_until(lambda: c.http_status(t["http"] + "/v2/health/ready") == 200,
-                         c.TRITON_START_TIMEOUT_S, t["proc"], "tritonserver", t["log"])
+            c.wait_triton_ready(t)
         config = os.path.join(e2e_tmpdir, "fleet.toml")
         with open(config, "w") as f:
             f.write("[upstream]\naddresses = [%s]\nrequest_timeout_ms = %d\n"
                     "[upstream.health]\ninterval_ms = 200\ntimeout_ms = 500\n"
                     % (", ".join('"%s"' % t["grpc"] for t in tritons), DEADLINE_MS))
-        port, grpc_port = c.free_port(), c.free_port()
-        log_path = os.path.join(e2e_tmpdir, "tensorgate-fleet.log")
-        binary = os.environ.get("TENSORGATE_BIN") or os.path.join(c.REPO_ROOT, "target", "debug", "tensorgate")
-        with open(log_path, "wb") as log:
-            gw = subprocess.Popen([binary, "--config", config, "--listen", "127.0.0.1:%d" % port,
-                                   "--grpc-listen", "127.0.0.1:%d" % grpc_port],
-                                  stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        procs.append(gw)
-        base = "http://127.0.0.1:%d" % port
+        gw = c.launch_gateway(e2e_tmpdir, "tensorgate-fleet", ["--config", config], grpc=True)
+        procs.append(gw["proc"])
+        base, grpc_port = gw["http"], gw["grpc"]
         c.wait_until(lambda: c.http_status(base + "/v2/health/ready") == 200,
-                     c.GATEWAY_START_TIMEOUT_S, gw, "tensorgate", log_path)
-        yield {"gateway": base, "grpc": "127.0.0.1:%d" % grpc_port, "tritons": tritons}
+                     c.GATEWAY_START_TIMEOUT_S, gw["proc"], "tensorgate", gw["log"])
+        yield {"gateway": base, "grpc": grpc_port, "tritons": tritons}
     finally:
-        for p in procs:
+        for p in procs + [t["proc"] for t in tritons]:
             c.stop(p)
 
 

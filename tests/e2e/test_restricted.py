@@ -6,8 +6,6 @@ header 'admin-key'"}`` without the header or with another value (before the
 method check), the ordinary answer with it, other groups untouched."""
 
 import json
-import os
-import subprocess
 
 import pytest
 
@@ -43,24 +41,18 @@ def pair(e2e_tmpdir):
         pytest.skip("the restricted-API story needs the gateway")
     triton = c.launch_triton(e2e_tmpdir, "triton-restricted", ["add_sub"],
                              ["--http-restricted-api=" + RESTRICTED])
-    procs = [triton["proc"]]
+    procs = []
     try:
-        c.wait_until(lambda: c.http_status(triton["http"] + "/v2/health/ready") == 200,
-                     c.TRITON_START_TIMEOUT_S, triton["proc"], "tritonserver", triton["log"])
-        port = c.free_port()
-        log_path = os.path.join(e2e_tmpdir, "tensorgate-restricted.log")
-        binary = os.environ.get("TENSORGATE_BIN") or os.path.join(c.REPO_ROOT, "target", "debug", "tensorgate")
-        with open(log_path, "wb") as log:
-            gw = subprocess.Popen([binary, "--upstream", triton["grpc"], "--listen", "127.0.0.1:%d" % port,
-                                   "--http-restricted-api", RESTRICTED],
-                                  stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        procs.append(gw)
-        base = "http://127.0.0.1:%d" % port
+        c.wait_triton_ready(triton)
+        gw = c.launch_gateway(e2e_tmpdir, "tensorgate-restricted",
+                              ["--upstream", triton["grpc"], "--http-restricted-api", RESTRICTED])
+        procs.append(gw["proc"])
+        base = gw["http"]
         c.wait_until(lambda: c.http_status(base + "/v2/health/ready") == 200,
-                     c.GATEWAY_START_TIMEOUT_S, gw, "tensorgate", log_path)
+                     c.GATEWAY_START_TIMEOUT_S, gw["proc"], "tensorgate", gw["log"])
         yield triton["http"], base
     finally:
-        for p in procs:
+        for p in procs + [triton["proc"]]:
             c.stop(p)
 
 
