@@ -11,8 +11,9 @@
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use tensorgate::model::{DataType, InputData, ModelInfo, TensorInfo};
+use tensorgate::proto::v1::InferRequestHeader;
 use tensorgate::translate::v1::request::infer_request;
-use tensorgate::wire::v1::text::{parse_request_header, short};
+use tensorgate::wire::v1::text::{parse, short};
 
 fuzz_target!(|data: &[u8]| check(data));
 
@@ -28,10 +29,10 @@ fn tensor(name: &str, datatype: DataType, dims: &[i64]) -> TensorInfo {
 fn check(data: &[u8]) {
     let split = data.iter().position(|b| *b == 0).unwrap_or(data.len());
     let (text, body) = (&data[..split], data.get(split + 1..).unwrap_or_default());
-    let Ok(header) = parse_request_header(text) else {
+    let Ok(header) = parse::<InferRequestHeader>(text) else {
         return;
     };
-    let again = parse_request_header(short(&header).as_bytes()).expect("own text parses");
+    let again = parse::<InferRequestHeader>(short(&header).as_bytes()).expect("own text parses");
     assert_eq!(again, header);
     let info = ModelInfo {
         max_batch_size: 8,
