@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use tonic::transport::{Channel, Endpoint};
 
+use super::h2_transport::{H2Settings, H2Transport};
+use super::transport::Transport;
 use super::{thread_slot, Client, UpstreamSettings};
 use crate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
 
@@ -23,6 +25,12 @@ const STREAM_WINDOW: u32 = 1 << 20;
 /// Flow-control window of one upstream connection, shared by its calls:
 /// room for several calls' windows at once.
 const CONNECTION_WINDOW: u32 = 8 << 20;
+
+/// The URI of a backend's calls before their path.
+fn origin(addr: SocketAddr, tls: bool) -> http::Uri {
+    let scheme = if tls { "https" } else { "http" };
+    http::Uri::try_from(format!("{scheme}://{addr}")).expect("socket address is a URI")
+}
 
 /// What the gateway knows of the models a backend serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,10 +60,12 @@ pub struct Backend {
     pub addr: SocketAddr,
     /// `addr` as text, made once (metrics labels on every call).
     pub label: String,
+    /// `http://addr` (or `https://`): scheme and authority of every call.
+    origin: http::Uri,
     settings: Arc<UpstreamSettings>,
-    /// Request traffic, one channel per [`thread_slot`]: each created on
-    /// first use, on the runtime of the thread that uses it.
-    channels: [OnceLock<Channel>; thread_slot::SLOTS],
+    /// Request traffic, one transport per [`thread_slot`]: each connects
+    /// on first use, on the runtime of the thread that uses it.
+    channels: [OnceLock<Transport>; thread_slot::SLOTS],
     /// Health checks and model refreshes: their own connection, so a
     /// saturated request channel does not fail the checks.
     health_channel: OnceLock<Channel>,
@@ -89,6 +99,7 @@ impl Backend {
         Backend {
             addr,
             label: addr.to_string(),
+            origin: origin(addr, settings.tls.is_some()),
             settings,
             channels: std::array::from_fn(|_| OnceLock::new()),
             health_channel: OnceLock::new(),
@@ -111,10 +122,25 @@ impl Backend {
     /// A client on the calling thread's request channel (cheap: HTTP/2
     /// multiplexed).
     pub fn client(&self) -> Client {
-        let channel = self.channels[thread_slot::current()]
-            .get_or_init(|| self.endpoint().connect_lazy())
+        let transport = self.channels[thread_slot::current()]
+            .get_or_init(|| self.request_transport())
             .clone();
-        self.wrap(channel)
+        self.wrap(transport)
+    }
+
+    /// The direct HTTP/2 transport, or tonic's `Channel` for TLS.
+    fn request_transport(&self) -> Transport {
+        if self.settings.tls.is_some() {
+            return Transport::tonic(self.endpoint().connect_lazy());
+        }
+        Transport::direct(H2Transport::new(
+            self.addr,
+            H2Settings {
+                connect_timeout: self.settings.connect_timeout,
+                stream_window: STREAM_WINDOW,
+                connection_window: CONNECTION_WINDOW,
+            },
+        ))
     }
 
     /// A client on the health channel.
@@ -127,18 +153,11 @@ impl Backend {
                     .connect_lazy()
             })
             .clone();
-        self.wrap(channel)
+        self.wrap(Transport::tonic(channel))
     }
 
     fn endpoint(&self) -> Endpoint {
-        let scheme = if self.settings.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        let uri = http::Uri::try_from(format!("{scheme}://{}", self.addr))
-            .expect("socket address is a URI");
-        let endpoint = Endpoint::from(uri)
+        let endpoint = Endpoint::from(self.origin.clone())
             .connect_timeout(self.settings.connect_timeout)
             .tcp_nodelay(true)
             // Fixed windows, not hyper's adaptive ones: the adaptive window
@@ -159,8 +178,8 @@ impl Backend {
         }
     }
 
-    fn wrap(&self, channel: Channel) -> Client {
-        GrpcInferenceServiceClient::new(channel)
+    fn wrap(&self, transport: Transport) -> Client {
+        GrpcInferenceServiceClient::with_origin(transport, self.origin.clone())
             .max_decoding_message_size(self.settings.max_message_bytes)
             .max_encoding_message_size(self.settings.max_message_bytes)
     }

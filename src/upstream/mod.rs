@@ -15,15 +15,15 @@ pub(crate) mod backend;
 pub(crate) mod call;
 pub(crate) mod discovery;
 mod failure;
+mod h2_transport;
 pub(crate) mod health;
 pub(crate) mod model_info;
 pub(crate) mod pool;
 pub(crate) mod select;
 pub(crate) mod thread_slot;
+mod transport;
 
 use std::time::Duration;
-
-use tonic::transport::Channel;
 
 use crate::config::{self, Balance};
 use crate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
@@ -32,7 +32,7 @@ pub use backend::{Backend, Lease, Models};
 pub use model_info::ModelCache;
 pub use pool::{Pool, Target};
 
-pub type Client = GrpcInferenceServiceClient<Channel>;
+pub type Client = GrpcInferenceServiceClient<transport::Transport>;
 
 /// Settings of the upstream group (from `config::Upstream`).
 #[derive(Debug, Clone)]
