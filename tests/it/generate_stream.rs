@@ -4,8 +4,6 @@
 //! still generating, a client that disconnects cancels the upstream
 //! stream, and a client that stops reading holds the upstream back.
 
-mod support;
-
 use std::time::Duration;
 
 use tensorgate::front::http::{Answer, HttpRequest};
@@ -14,7 +12,7 @@ use tensorgate_demo::DemoUpstream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use support::{GatewayProcess, Harness};
+use crate::support::{GatewayProcess, Harness};
 
 /// Generous bound for anything that should happen at once.
 const PROMPTLY: Duration = Duration::from_secs(10);

@@ -5,10 +5,8 @@
 //! Deadlines here are short; the assertions only bound them from above
 //! with a wide margin, so a busy machine cannot fail them.
 
-mod support;
-
-use support::raw::{self, header};
-use support::GatewayProcess;
+use crate::support::raw::{self, header};
+use crate::support::GatewayProcess;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

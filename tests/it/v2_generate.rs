@@ -3,9 +3,7 @@
 //! request mapping, Triton's answer objects, SSE framing, the
 //! exactly-one-response rule, and the error answers of protocol §1.6.
 
-mod support;
-
-use support::{assert_answer, text, Harness};
+use crate::support::{assert_answer, text, Harness};
 
 const SSE: &str = "text/event-stream; charset=utf-8";
 

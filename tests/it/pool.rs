@@ -4,9 +4,7 @@
 //! sees it, load/unload reach every backend, and new or sick backends get
 //! no traffic.
 
-mod support;
-
-use support::{text, Fleet};
+use crate::support::{text, Fleet};
 use tensorgate::config::Balance;
 
 const ADD_SUB: &str = "/v2/models/add_sub/infer";

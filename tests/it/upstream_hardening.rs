@@ -7,12 +7,10 @@
 //! gateway's own deadline still does; a passed deadline has one 504 text,
 //! in a unit that does not round it to zero.
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use support::{refused_addrs, text, Harness};
+use crate::support::{refused_addrs, text, Harness};
 use tensorgate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
 use tensorgate::proto::inference::infer_parameter::ParameterChoice;
 use tensorgate::proto::inference::model_infer_request::InferInputTensor;
@@ -39,7 +37,7 @@ fn slow(delay_ms: u64, us: u64) -> String {
 
 /// The backend's entry in `/v2/tensorgate/backends`.
 async fn listing(gateway: &Gateway, addr: &str) -> serde_json::Value {
-    let r = support::send(
+    let r = crate::support::send(
         gateway,
         http::Method::GET,
         "/v2/tensorgate/backends",

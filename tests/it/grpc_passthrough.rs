@@ -4,8 +4,6 @@
 //! statuses, deadlines, streaming and repository fan-out as gRPC clients
 //! see them; plus the real binary serving `--grpc-listen`.
 
-mod support;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -564,7 +562,7 @@ fn the_binary_serves_grpc_beside_http() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let process = support::GatewayProcess::demo(&["--grpc-listen", &grpc.to_string()]);
+    let process = crate::support::GatewayProcess::demo(&["--grpc-listen", &grpc.to_string()]);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let mut client = connect(grpc).await;

@@ -5,14 +5,12 @@
 //! outlives its deadline, none is lost. Then traffic returns to all three.
 //! Run with `--nocapture` to see the counts.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::{text, Fleet};
 use bytes::Bytes;
 use http::Method;
-use support::{text, Fleet};
 use tensorgate::Gateway;
 use tokio::sync::{watch, Mutex};
 
@@ -76,7 +74,7 @@ async fn client(
     for _ in 0..PER_CLIENT {
         tally.lock().await.sent += 1;
         let start = Instant::now();
-        let request = support::send(
+        let request = crate::support::send(
             &gateway,
             Method::POST,
             ADD_SUB,

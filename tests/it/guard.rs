@@ -2,9 +2,7 @@
 //! and a refused case; keys rotate without a restart; a burst gets exactly
 //! the configured number through and clean 429/503 answers for the rest.
 
-mod support;
-
-use support::{assert_answer, text, Harness};
+use crate::support::{assert_answer, text, Harness};
 use tensorgate::config::{ApiKey, RestrictedApi};
 
 const ADD_SUB: &str = "/v2/models/add_sub/infer";

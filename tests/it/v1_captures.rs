@@ -4,20 +4,16 @@
 //! to the real binary — and every requirement of protocol v1 §3 checked on
 //! the answers.
 
-mod support;
-#[path = "support/v1.rs"]
-mod v1;
-
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
+use crate::support::{GatewayProcess, Harness};
+use crate::v1::{client_reads_infer, ints, Capture, Seen};
 use http::Method;
 use prost::Message;
-use support::{GatewayProcess, Harness};
 use tensorgate::proto::v1 as pb;
-use v1::{client_reads_infer, ints, Capture, Seen};
 
 async fn in_process(h: &Harness, c: &Capture) -> Seen {
     let headers: Vec<(&str, &str)> = c
@@ -143,7 +139,7 @@ fn check_simple_infer(c: &Capture, seen: &Seen) {
 #[tokio::test]
 async fn every_capture_in_process() {
     let h = Harness::start().await;
-    let captures = v1::captures();
+    let captures = crate::v1::captures();
     assert_eq!(captures.len(), 13);
     for c in &captures {
         let seen = in_process(&h, c).await;
@@ -162,7 +158,7 @@ async fn every_capture_in_process() {
 #[tokio::test]
 async fn the_captures_match_the_facts_text() {
     // A capture's header and Content-Length exactly as in docs/protocol.md.
-    let captures = v1::captures();
+    let captures = crate::v1::captures();
     let raw = captures.iter().find(|c| c.name == "raw_batch1").unwrap();
     let wire = String::from_utf8_lossy(&raw.wire()).into_owned();
     assert!(wire.contains("\r\nNV-InferRequest:batch_size: 1 input { name: \"INPUT0\" dims: 16 } input { name: \"INPUT1\" dims: 16 } output { name: \"OUTPUT0\" } output { name: \"OUTPUT1\" }\r\nContent-Length: 128\r\n\r\n"));
@@ -170,7 +166,7 @@ async fn the_captures_match_the_facts_text() {
 
 /// Reads one HTTP/1.1 answer with a Content-Length body.
 fn read_seen(stream: &mut TcpStream) -> Seen {
-    let (head, body) = support::raw::read_answer(stream);
+    let (head, body) = crate::support::raw::read_answer(stream);
     let mut lines = head.split("\r\n");
     let status = lines.next().unwrap()[9..12].parse().unwrap();
     let headers: HashMap<String, String> = lines
@@ -191,7 +187,7 @@ fn every_capture_byte_for_byte_over_one_connection() {
     stream
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
-    for c in v1::captures() {
+    for c in crate::v1::captures() {
         stream.write_all(&c.wire()).expect("send");
         let seen = read_seen(&mut stream);
         check(&c, &seen);

@@ -2,11 +2,9 @@
 //! request is lost; new keys and limits apply at once; an invalid
 //! configuration is refused and the running one kept.
 
-mod support;
-
 use std::sync::Arc;
 
-use support::{text, Fleet};
+use crate::support::{text, Fleet};
 use tokio::sync::watch;
 
 const ADD_SUB: &str = "/v2/models/add_sub/infer";
@@ -24,7 +22,8 @@ async fn the_upstream_list_changes_under_load_and_nothing_is_lost() {
                 let mut failures = Vec::new();
                 for _ in 0..150 {
                     let body = bytes::Bytes::from_static(BODY.as_bytes());
-                    let r = support::send(&gateway, http::Method::POST, ADD_SUB, &[], body).await;
+                    let r = crate::support::send(&gateway, http::Method::POST, ADD_SUB, &[], body)
+                        .await;
                     if r.status != 200 {
                         failures.push(format!("{} {}", r.status, text(&r)));
                     }

@@ -1,10 +1,8 @@
 //! Every non-infer v2 endpoint through the gateway against the embedded demo
 //! upstream: a new user's tour of the server, read top to bottom.
 
-mod support;
-
+use crate::support::{assert_answer, text, Harness};
 use http::Method;
-use support::{assert_answer, text, Harness};
 
 #[tokio::test]
 async fn health_and_server_metadata() {

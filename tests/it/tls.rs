@@ -3,15 +3,13 @@
 //! restart, and mutual TLS toward an upstream that demands client
 //! certificates.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::{text, GatewayProcess};
 use pingora_rustls::{ClientConfig, RootCertStore, ServerName, TlsConnector};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-use support::{text, GatewayProcess};
 use tensorgate::config::Config;
 use tensorgate::Gateway;
 use tensorgate_demo::DemoUpstream;
@@ -81,7 +79,7 @@ async fn gateway_over(upstream: &DemoUpstream, tweak: impl FnOnce(&mut Config)) 
 async fn infer(gateway: &Gateway) -> (u16, String) {
     let body = bytes::Bytes::from_static(BODY.as_bytes());
     let path = "/v2/models/add_sub/infer";
-    let r = support::send(gateway, http::Method::POST, path, &[], body).await;
+    let r = crate::support::send(gateway, http::Method::POST, path, &[], body).await;
     (r.status, text(&r))
 }
 

@@ -2,13 +2,11 @@
 //! raw HTTP/1.1 so the pingora glue (body limits, chunked uploads,
 //! `Expect: 100-continue`, keep-alive, config validation) is exercised.
 
-mod support;
-
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
-use support::GatewayProcess;
+use crate::support::GatewayProcess;
 
 const ADD_SUB_JSON: &str = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[2],"data":[1,2]},{"name":"INPUT1","datatype":"FP32","shape":[2],"data":[3,4]}]}"#;
 const ADD_SUB_ANSWER: &str = r#"{"model_name":"add_sub","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[2],"data":[4.0,6.0]},{"name":"OUTPUT1","datatype":"FP32","shape":[2],"data":[-2.0,-2.0]}]}"#;
@@ -42,7 +40,7 @@ fn connect(gw: &GatewayProcess) -> TcpStream {
 
 /// Reads one response (head + Content-Length body) from the stream.
 fn read_answer(stream: &mut TcpStream) -> Answer {
-    let (head, body) = support::raw::read_answer(stream);
+    let (head, body) = crate::support::raw::read_answer(stream);
     Answer { head, body }
 }
 

@@ -3,18 +3,14 @@
 //! and FP16 tensors, parameters, model control, repository index, and the
 //! error answers (400 + `NV-Status` code and message, never a JSON body).
 
-mod support;
-#[path = "support/v1.rs"]
-mod v1;
-
+use crate::support::Harness;
+use crate::v1::{client_reads_infer, descriptor, Seen};
 use http::Method;
 use prost::Message;
 use prost_reflect::DynamicMessage;
-use support::Harness;
 use tensorgate::front::http::HttpResponse;
 use tensorgate::proto::inference::infer_parameter::ParameterChoice as P;
 use tensorgate::proto::v1 as pb;
-use v1::{client_reads_infer, descriptor, Seen};
 
 fn seen(r: HttpResponse) -> Seen {
     Seen {

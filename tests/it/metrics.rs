@@ -1,9 +1,7 @@
 //! Metrics after a scripted mix of requests: the scraped counters and
 //! histograms hold exactly the expected counts.
 
-mod support;
-
-use support::{text, Harness};
+use crate::support::{text, Harness};
 
 const ADD_SUB: &str = "/v2/models/add_sub/infer";
 const BODY: &str = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[2],"data":[1,2]},{"name":"INPUT1","datatype":"FP32","shape":[2],"data":[3,4]}]}"#;

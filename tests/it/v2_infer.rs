@@ -2,9 +2,7 @@
 //! (in-process, ephemeral port): JSON, binary, mixed, raw, compression,
 //! classification, parameters and the error texts of docs/protocol.md.
 
-mod support;
-
-use support::{assert_answer, text, Harness};
+use crate::support::{assert_answer, text, Harness};
 
 const ADD_SUB: &str = "/v2/models/add_sub/infer";
 
