@@ -151,12 +151,13 @@ def launch_gateway(tmpdir, name, args, grpc=False):
     try:
         wait_until(lambda: listening(log_path) is not None, GATEWAY_START_TIMEOUT_S, proc,
                    "tensorgate", log_path)
-    except RuntimeError:
+        ports = listening(log_path)
+        return {"proc": proc, "http": "http://" + ports["http"], "grpc": ports.get("grpc"),
+                "log": log_path}
+    except BaseException:
+        # Whatever failed here, the caller never gets the process to stop.
         stop(proc)
         raise
-    ports = listening(log_path)
-    return {"proc": proc, "http": "http://" + ports["http"], "grpc": ports.get("grpc"),
-            "log": log_path}
 
 
 def http_status(url, timeout=1.0):
