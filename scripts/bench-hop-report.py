@@ -1,0 +1,235 @@
+"""Tables and plot of the hop benchmark (scripts/bench-hop), run by it with
+the Python of target/bench/venv (matplotlib).
+
+Usage: bench-hop-report.py RESULTS.tsv CLK_TCK PLOT.png NGINX_VERSION
+
+RESULTS.tsv has one line per cell: label, kind (pa: perf_analyzer CSV, load:
+load tool JSON), that file, proxy CPU clock ticks over the cell, requests
+Triton served in it, the gateway's peak RSS in kB ("-": not measured).
+"""
+import csv
+import json
+import os
+import sys
+import time
+
+RESULTS, HZ, PLOT, NGINX = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+
+CASES = [("small-c8", "small (2×16), c=8"), ("small-c1", "small (2×16), c=1"),
+         ("1mib-c4", "2×1 MiB, c=4")]
+TARGETS = [("http", "direct", "Triton HTTP direct"), ("http", "nginx", "nginx → Triton HTTP"),
+           ("http", "tensorgate", "tensorgate HTTP → gRPC"), ("grpc", "direct", "Triton gRPC direct"),
+           ("grpc", "nginx", "nginx grpc_pass"), ("grpc", "tensorgate", "tensorgate passthrough")]
+
+cells = {}  # label -> dict(rps, p50, p99, cpu, rss_kb)
+problems = []
+
+
+def read_pa(label, path, ticks, served):
+    if not os.path.exists(path):
+        log = path[:-len(".csv")] + ".log"
+        tail = open(log).read().strip().splitlines()[-3:] if os.path.exists(log) else []
+        problems.append("%s: perf_analyzer failed: %s" % (label, " / ".join(tail)))
+        return None
+    with open(path) as f:
+        row = next(csv.DictReader(f))
+    proxied = not label.endswith(" direct")
+    return {"rps": float(row["Inferences/Second"]), "p50": float(row["p50 latency"]),
+            "p99": float(row["p99 latency"]), "requests": served,
+            "cpu": ticks / HZ * 1e6 / served if proxied and served > 0 else None}
+
+
+def read_load(label, path, rss):
+    try:
+        r = json.load(open(path))
+    except (OSError, ValueError):
+        problems.append("%s: no result from the load tool (%s)" % (label, path))
+        return None
+    if r["errors"] or r.get("warmup_errors") or r.get("validation") not in ("ok", None) \
+            or r["requests"] == 0:
+        problems.append("%s: %d errors (%s), validation: %s, first error: %s"
+                        % (label, r["errors"], r.get("error_statuses"), r.get("validation"),
+                           r.get("first_error")))
+    cpu = r["cpu"][0]["cpu_us_per_req"] if r["cpu"] else None
+    return {"rps": r["rps"], "p50": r["p50_us"], "p99": r["p99_us"], "cpu": cpu,
+            "requests": r["requests"], "rss_kb": None if rss == "-" else int(rss)}
+
+
+for line in open(RESULTS):
+    label, kind, path, ticks, served, rss = line.rstrip("\n").split("\t")
+    if kind == "pa":
+        cell = read_pa(label, path, int(ticks), int(served))
+    else:
+        cell = read_load(label, path, rss)
+    if cell is not None:
+        cells[label] = cell
+
+
+def us(v):
+    if v is None:
+        return "-"
+    return "%.0f µs" % v if v < 10000 else "%.1f ms" % (v / 1000)
+
+
+def num(v, fmt="%.0f"):
+    return "-" if v is None else fmt % v
+
+
+def ratio(a, b):
+    return "%.2f×" % (a / b) if a is not None and b else ""
+
+
+def table(header, rows):
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(header)]
+    line = lambda cs: "| " + " | ".join(c.ljust(widths[i]) for i, c in enumerate(cs)) + " |"
+    print()
+    print(line(header))
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in rows:
+        print(line(r))
+
+
+# -- 1. perf_analyzer -----------------------------------------------------------------
+rows = []
+for case, cname in CASES:
+    for proto, who, tname in TARGETS:
+        c = cells.get("%s %s %s" % (case, proto, who))
+        if c is None:
+            continue
+        direct = cells.get("%s %s direct" % (case, proto))
+        nginx = cells.get("%s %s nginx" % (case, proto))
+        added = "+" + us(c["p50"] - direct["p50"]) if who != "direct" and direct else ""
+        vs = (ratio(c["cpu"], nginx and nginx["cpu"]), ratio(c["rps"], nginx and nginx["rps"])) \
+            if who == "tensorgate" and nginx else ("", "")
+        rows.append([cname, proto.upper(), tname, "%.1f" % c["rps"], us(c["p50"]), us(c["p99"]),
+                     added.replace("+-", "-"), num(c["cpu"]), vs[0], vs[1]])
+print("\nThe hop against nginx %s (perf_analyzer, binary tensors, add_sub FP32):" % NGINX)
+table(["cell", "protocol", "target", "req/s", "p50", "p99", "p50 added",
+       "proxy CPU µs/req", "CPU vs nginx", "req/s vs nginx"], rows)
+
+
+# The same in docs/performance.md's shape: one column per proxy.
+def get(case, proto, who, key):
+    c = cells.get("%s %s %s" % (case, proto, who))
+    return None if c is None else c[key]
+
+
+def cpu_cell(case, proto, who):
+    v = get(case, proto, who, "cpu")
+    if v is None:
+        return "-"
+    if who != "tensorgate":
+        return "%.0f" % v
+    r = ratio(v, get(case, proto, "nginx", "cpu"))
+    return "%.0f (%s nginx)" % (v, r) if r else "%.0f" % v
+
+
+def added_cell(case, proto, who):
+    a, d = get(case, proto, who, "p50"), get(case, proto, "direct", "p50")
+    return "-" if a is None or d is None else ("%+.0f µs" % (a - d))
+
+
+PROXIES = [("http", "nginx"), ("grpc", "nginx"), ("http", "tensorgate"), ("grpc", "tensorgate")]
+summary = [
+    ["small, c=8: proxy CPU µs/request"] + [cpu_cell("small-c8", p, w) for p, w in PROXIES],
+    ["small, c=1: proxy CPU µs/request"] + [cpu_cell("small-c1", p, w) for p, w in PROXIES],
+    ["small, c=1: p50 added to the direct call"] + [added_cell("small-c1", p, w) for p, w in PROXIES],
+    ["2×1 MiB, c=4: proxy CPU µs/request"] + [cpu_cell("1mib-c4", p, w) for p, w in PROXIES],
+    ["2×1 MiB, c=4: req/s"] + [num(get("1mib-c4", p, w, "rps"), "%.1f") for p, w in PROXIES],
+]
+print("\nThe same, one column per proxy:")
+table(["cell", "nginx → Triton HTTP", "nginx `grpc_pass`", "tensorgate HTTP → gRPC",
+       "tensorgate passthrough"], summary)
+
+# -- 2. big JSON ----------------------------------------------------------------------
+rows = []
+direct = cells.get("bigjson direct")
+for who, tname in (("direct", "Triton HTTP direct"), ("tensorgate", "tensorgate HTTP → gRPC")):
+    c = cells.get("bigjson " + who)
+    if c is None:
+        continue
+    rss = "-" if c.get("rss_kb") is None else "%.0f MB" % (c["rss_kb"] / 1024)
+    rows.append([tname, "%.1f" % c["rps"], us(c["p50"]), us(c["p99"]),
+                 num(c["cpu"]) if who == "tensorgate" else "-", rss if who == "tensorgate" else "-",
+                 ratio(c["rps"], direct and direct["rps"]) if who == "tensorgate" else ""])
+print("\nBig JSON (load tool w4: 2×262,144 FP32 as JSON, 2 connections):")
+table(["target", "req/s", "p50", "p99", "gateway CPU µs/req", "gateway peak RSS",
+       "req/s vs Triton"], rows)
+
+
+# -- 3. sweeps --------------------------------------------------------------------------
+def sweep(kind):
+    points = {}
+    for label, c in cells.items():
+        parts = label.split()
+        if parts[0] == kind:
+            points.setdefault(parts[1], []).append((int(parts[2]), c))
+    return {who: sorted(p, key=lambda x: x[0]) for who, p in points.items()}
+
+
+def size(n):
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return "%g %s" % (n / scale, unit)
+    return "%d B" % n
+
+
+def sweep_table(kind, title, fmt):
+    s = sweep(kind)
+    xs = sorted({x for p in s.values() for x, _ in p})
+    by = {who: dict(p) for who, p in s.items()}
+    rows = []
+    for x in xs:
+        t, n = by.get("tensorgate", {}).get(x), by.get("nginx", {}).get(x)
+        rows.append([fmt(x), num(t and t["rps"], "%.1f"), num(t and t["cpu"]),
+                     num(n and n["rps"], "%.1f"), num(n and n["cpu"]),
+                     ratio(t and t["cpu"], n and n["cpu"])])
+    print("\n" + title)
+    table([kind, "tensorgate req/s", "tensorgate CPU µs/req", "nginx req/s",
+           "nginx CPU µs/req", "CPU vs nginx"], rows)
+    return s
+
+
+conns = sweep_table("conns", "CPU per request against connections (load tool w1, small binary):", str)
+sizes = sweep_table("bytes", "CPU per request against bytes per input (load tool w3, binary, "
+                    "2 connections):", size)
+
+try:
+    import matplotlib.pyplot as plt
+except ImportError:
+    problems.append("no matplotlib: no plot")
+else:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    names = {"tensorgate": "tensorgate HTTP → Triton gRPC", "nginx": "nginx %s → Triton HTTP" % NGINX}
+    for ax, s in ((left, conns), (right, sizes)):
+        for who in ("tensorgate", "nginx"):
+            pts = [(x, c["cpu"]) for x, c in s.get(who, []) if c["cpu"]]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=names[who])
+        ax.set_ylabel("proxy CPU µs per request")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    left.set_xscale("log", base=2)
+    left.set_xticks([x for x, _ in conns.get("tensorgate", [])])
+    left.set_xticklabels([str(x) for x, _ in conns.get("tensorgate", [])])
+    left.set_ylim(bottom=0)
+    left.set_xlabel("connections (2×16 FP32, binary)")
+    right.set_xscale("log", base=2)
+    right.set_yscale("log")
+    right.set_xlabel("bytes per input tensor (binary, 2 connections)")
+    right.set_xticks([x for x, _ in sizes.get("tensorgate", [])])
+    right.set_xticklabels([size(x) for x, _ in sizes.get("tensorgate", [])], rotation=45)
+    fig.suptitle("Proxy CPU per request in front of one Triton (scripts/bench, %s)"
+                 % time.strftime("%Y-%m-%d"))
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(PLOT)), exist_ok=True)
+    fig.savefig(PLOT, dpi=100)
+    print("\nplot: " + PLOT)
+
+print("\nproxy CPU = utime+stime of the proxy's processes (nginx: master + worker) over the "
+      "whole cell / the requests Triton served in it (perf_analyzer) or in the measured window "
+      "(load tool). p50 added = p50 - the direct call's p50, same protocol.")
+for p in problems:
+    print("PROBLEM: " + p)
+print("raw results: " + RESULTS)
