@@ -126,12 +126,12 @@ impl H2Transport {
             .await
             .map_err(|e| failed(e.into()))?;
         let closed = Arc::new(AtomicBool::new(false));
-        let ended = closed.clone();
+        let ended = MarkOnDrop(closed.clone());
         tokio::spawn(async move {
+            let _ended = ended;
             if let Err(error) = task.await {
                 tracing::debug!(backend = %addr, %error, "upstream connection ended");
             }
-            ended.store(true, Relaxed);
         });
         Ok(Connection { sender, closed })
     }
@@ -158,6 +158,16 @@ impl H2Transport {
                 data_done: false,
             }),
         ))
+    }
+}
+
+/// Marks a connection closed when its task ends, also when the task is
+/// dropped unfinished (its runtime shut down).
+struct MarkOnDrop(Arc<AtomicBool>);
+
+impl Drop for MarkOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Relaxed);
     }
 }
 
@@ -278,5 +288,63 @@ impl tower_service::Service<http::Request<Body>> for H2Transport {
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
         Box::pin(self.clone().send(request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
+    use crate::proto::inference::ServerLiveRequest;
+    use crate::upstream::call::never_reached;
+    use crate::upstream::transport::Transport;
+    use tensorgate_demo::DemoUpstream;
+
+    const SETTINGS: H2Settings = H2Settings {
+        connect_timeout: Duration::from_secs(5),
+        stream_window: 1 << 20,
+        connection_window: 8 << 20,
+    };
+
+    fn live(transport: &H2Transport, addr: SocketAddr) -> Result<bool, tonic::Status> {
+        let origin = http::Uri::try_from(format!("http://{addr}")).unwrap();
+        let mut client =
+            GrpcInferenceServiceClient::with_origin(Transport::direct(transport.clone()), origin);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // The runtime, and with it a connection opened here, ends with
+        // this call.
+        runtime.block_on(async move {
+            Ok(client
+                .server_live(ServerLiveRequest {})
+                .await?
+                .into_inner()
+                .live)
+        })
+    }
+
+    #[test]
+    fn a_connection_whose_runtime_ended_is_opened_again() {
+        let demo = DemoUpstream::start_in_background("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = demo.local_addr();
+        let transport = H2Transport::new(addr, SETTINGS);
+        assert!(live(&transport, addr).expect("first call"));
+        assert!(live(&transport, addr).expect("a call from another runtime"));
+    }
+
+    #[test]
+    fn a_refused_connection_is_unavailable_and_never_reached() {
+        // Bound but not listening: the port stays ours, and a connect to
+        // it is refused.
+        let bound =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        bound.bind(&any.into()).unwrap();
+        let addr = bound.local_addr().unwrap().as_socket().unwrap();
+        let status = live(&H2Transport::new(addr, SETTINGS), addr).unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+        assert!(never_reached(&status), "{status:?}");
     }
 }
