@@ -8,24 +8,11 @@ use crate::v1::{client_reads_infer, descriptor, Seen};
 use http::Method;
 use prost::Message;
 use prost_reflect::DynamicMessage;
-use tensorgate::front::http::HttpResponse;
 use tensorgate::proto::inference::infer_parameter::ParameterChoice as P;
 use tensorgate::proto::v1 as pb;
 
-fn seen(r: HttpResponse) -> Seen {
-    Seen {
-        status: r.status,
-        headers: r
-            .headers
-            .iter()
-            .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
-            .collect(),
-        body: r.body_bytes(),
-    }
-}
-
 async fn infer(h: &Harness, target: &str, header: &str, body: Vec<u8>) -> Seen {
-    seen(
+    Seen::from(
         h.send(Method::POST, target, &[("NV-InferRequest", header)], body)
             .await,
     )
@@ -50,7 +37,7 @@ async fn served_under_the_prefix_and_at_api() {
     })
     .await;
     for path in ["/base/path/api/health/live", "/api/health/ready"] {
-        let r = seen(h.get(path).await);
+        let r = Seen::from(h.get(path).await);
         assert_eq!(r.status, 200, "{path}");
         assert_eq!(r.nv_status().server_id, "gw:1");
     }
@@ -61,7 +48,7 @@ async fn served_under_the_prefix_and_at_api() {
 #[tokio::test]
 async fn text_is_the_default_format() {
     let h = Harness::start().await;
-    let r = seen(h.get("/api/status/simple").await);
+    let r = Seen::from(h.get("/api/status/simple").await);
     r.assert_success();
     let text = String::from_utf8(r.body.clone()).expect("text status");
     let status: pb::ServerStatus =
@@ -79,7 +66,7 @@ async fn text_is_the_default_format() {
     );
     assert!(text.contains("\n        data_type: TYPE_INT32\n"), "{text}");
 
-    let json = seen(h.get("/api/status/simple?format=json").await);
+    let json = Seen::from(h.get("/api/status/simple?format=json").await);
     assert_eq!(json.header("Content-Type"), Some("application/json"));
     let value: serde_json::Value = serde_json::from_slice(&json.body).expect("json");
     assert_eq!(value["modelStatus"]["simple"]["config"]["maxBatchSize"], 8);
@@ -273,37 +260,37 @@ async fn errors_are_400_with_a_status_code_and_message() {
     for (target, value, body, code, message) in cases {
         let headers: Vec<(&str, &str)> =
             value.map(|v| ("NV-InferRequest", v)).into_iter().collect();
-        let r = seen(h.send(Method::POST, target, &headers, body).await);
+        let r = Seen::from(h.send(Method::POST, target, &headers, body).await);
         let msg = r.assert_failure(code);
         assert!(msg.starts_with(message), "{target}: {msg}");
         assert_eq!(r.header("Content-Type"), None);
     }
-    let r = seen(h.get("/api/infer/simple").await);
+    let r = Seen::from(h.get("/api/infer/simple").await);
     assert_eq!((r.status, r.nv_status().code), (405, C::Unsupported as i32));
 }
 
 #[tokio::test]
 async fn model_control_and_repository_index() {
     let h = Harness::start().await;
-    let r = seen(h.get("/api/repository/index?format=binary").await);
+    let r = Seen::from(h.get("/api/repository/index?format=binary").await);
     r.assert_success();
     let index = pb::ModelRepositoryIndex::decode(&r.body[..]).expect("binary index");
     assert!(index.models.iter().any(|m| m.name == "simple"));
 
-    let r = seen(h.post("/api/modelcontrol/unload/simple", "").await);
+    let r = Seen::from(h.post("/api/modelcontrol/unload/simple", "").await);
     r.assert_success();
-    let r = seen(h.get("/api/status/simple?format=binary").await);
+    let r = Seen::from(h.get("/api/status/simple?format=binary").await);
     let msg = r.assert_failure(pb::RequestStatusCode::NotFound);
     assert_eq!(msg, "no status available for unknown model 'simple'");
-    let all = seen(h.get("/api/status?format=binary").await);
+    let all = Seen::from(h.get("/api/status?format=binary").await);
     all.assert_success();
     let status = pb::ServerStatus::decode(&all.body[..]).unwrap();
     assert!(!status.model_status.contains_key("simple"));
     assert!(status.model_status.contains_key("add_sub"));
 
-    seen(h.post("/api/modelcontrol/load/simple", "").await).assert_success();
-    seen(h.get("/api/status/simple?format=binary").await).assert_success();
-    let r = seen(h.post("/api/modelcontrol/load/nosuch", "").await);
+    Seen::from(h.post("/api/modelcontrol/load/simple", "").await).assert_success();
+    Seen::from(h.get("/api/status/simple?format=binary").await).assert_success();
+    let r = Seen::from(h.post("/api/modelcontrol/load/nosuch", "").await);
     assert_eq!(r.status, 400);
     assert_ne!(r.nv_status().code, pb::RequestStatusCode::Success as i32);
 }
@@ -313,7 +300,7 @@ async fn an_unreachable_upstream_is_unavailable() {
     let h = Harness::start_with(|c| c.upstream.addresses = vec!["127.0.0.1:9".into()]).await;
     // The gateway itself is live; the v1 status needs a backend.
     assert_eq!(h.get("/api/health/live").await.status, 200);
-    let r = seen(h.get("/api/status").await);
+    let r = Seen::from(h.get("/api/status").await);
     let msg = r.assert_failure(pb::RequestStatusCode::Unavailable);
     assert!(msg.starts_with("no upstream backend is ready"), "{msg}");
 }

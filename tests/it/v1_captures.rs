@@ -22,16 +22,7 @@ async fn in_process(h: &Harness, c: &Capture) -> Seen {
         .map(|(n, v)| (n.as_str(), v.as_str()))
         .collect();
     let method = Method::from_bytes(c.method.as_bytes()).expect("method");
-    let r = h.send(method, &c.target, &headers, c.body.clone()).await;
-    Seen {
-        status: r.status,
-        headers: r
-            .headers
-            .iter()
-            .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
-            .collect(),
-        body: r.body_bytes(),
-    }
+    Seen::from(h.send(method, &c.target, &headers, c.body.clone()).await)
 }
 
 /// Checks one capture's answer; `upstream_saw` is the demo's last request

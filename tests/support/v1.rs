@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage};
+use tensorgate::front::http::HttpResponse;
 use tensorgate::proto::v1 as pb;
 use tensorgate::proto::FILE_DESCRIPTOR_SET;
 
@@ -118,6 +119,20 @@ pub(crate) struct Seen {
     pub status: u16,
     pub headers: HashMap<String, String>,
     pub body: Vec<u8>,
+}
+
+impl From<HttpResponse> for Seen {
+    fn from(r: HttpResponse) -> Seen {
+        Seen {
+            status: r.status,
+            headers: r
+                .headers
+                .iter()
+                .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
+                .collect(),
+            body: r.body_bytes(),
+        }
+    }
 }
 
 impl Seen {
