@@ -21,7 +21,10 @@
 /// rapidjson `Writer::Double`: Grisu2 shortest digits + rapidjson `Prettify`;
 /// `0.0` -> `0.0`, `-0.0` -> `-0.0`, NaN -> `NaN`, +inf -> `Infinity`, -inf -> `-Infinity`.
 pub fn write_f64(out: &mut Vec<u8>, v: f64) {
-    if v.is_nan() {
+    if let Some(i) = small_integer(v) {
+        write_i64(out, i);
+        out.extend_from_slice(b".0");
+    } else if v.is_nan() {
         out.extend_from_slice(b"NaN");
     } else if v.is_infinite() {
         out.extend_from_slice(if v < 0.0 { b"-Infinity" } else { b"Infinity" });
@@ -29,6 +32,21 @@ pub fn write_f64(out: &mut Vec<u8>, v: f64) {
         let mut buf = dtoa::Buffer::new();
         out.extend_from_slice(buf.format_finite(v).as_bytes());
     }
+}
+
+/// A non-zero integral `v` below 2^53 in magnitude, as an integer.
+///
+/// For these Grisu2 + `Prettify` print the integer's decimal digits and `.0`
+/// (`262143.0`), so they skip Grisu2, which costs ~4× more: the integer is
+/// the only decimal within half an ulp (≤ 0.5) of `v`, Grisu2's output always
+/// lies in that interval, and `Prettify` writes an exponent of 0…20 as
+/// trailing zeros and `.0`. The test `integers_match_grisu2` compares the two
+/// paths. Zero keeps the general path (`-0.0` has a sign an integer lacks).
+#[inline]
+fn small_integer(v: f64) -> Option<i64> {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    let i = v as i64; // saturating; NaN gives 0
+    (i != 0 && i as f64 == v && v.abs() < EXACT).then_some(i)
 }
 
 /// FP32 values are widened to f64 and written with [`write_f64`] (Triton does that:
@@ -167,6 +185,42 @@ mod tests {
         });
         write_object(&mut out, [(); 0], |_, ()| {});
         assert_eq!(out, br#"[1,2,3][]{"a":1,"b":-2}{}"#);
+    }
+
+    /// The integer shortcut of `write_f64` prints what Grisu2 prints.
+    #[test]
+    fn integers_match_grisu2() {
+        let grisu2 = |v: f64| dtoa::Buffer::new().format_finite(v).to_string();
+        let check = |v: f64| assert_eq!(f64_text(v), grisu2(v), "{v:e}");
+        for i in -100_000..=100_000 {
+            check(f64::from(i));
+        }
+        let top = 9_007_199_254_740_991.0; // 2^53 - 1
+        for v in [
+            top,
+            -top,
+            top - 1.0,
+            4_503_599_627_370_496.0,
+            1e15,
+            1e15 + 1.0,
+        ] {
+            check(v);
+        }
+        let mut st = 0x9E37_79B9_7F4A_7C15_u64;
+        for n in 0..200_000u32 {
+            let r = xorshift(&mut st);
+            let magnitude = (r >> (11 + n % 53)) as f64; // every binade below 2^53
+            check(if r & 1 == 0 { magnitude } else { -magnitude });
+            // widened FP32 integers, the common case of model outputs
+            let widened = f64::from(f32::from_bits(r as u32)).trunc();
+            if widened.is_finite() {
+                check(widened);
+            }
+        }
+        assert_eq!(f64_text(0.0), "0.0");
+        assert_eq!(f64_text(-0.0), "-0.0");
+        assert_eq!(f64_text(9_007_199_254_740_992.0), "9007199254740992.0");
+        assert_eq!(f64_text(1e21), "1e21");
     }
 
     /// Every finite double's text parses back (Rust's correct parser) to the same bits,
