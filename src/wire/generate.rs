@@ -107,14 +107,14 @@ impl Mapper<'_> {
     fn tensor(&self, input: &TensorInfo, value: &Value) -> Result<InputTensor> {
         let name = &input.name;
         let elements = match value {
-            Value::Array(items) => items.as_slice(),
-            scalar => std::slice::from_ref(scalar),
+            Value::Array(items) => items.len(),
+            _scalar => 1,
         };
         let dtype = input
             .datatype
             .ok_or_else(|| Error::invalid(format!("invalid datatype for input {name}")))?;
         let dims = self.metadata_shape(input);
-        let shape = derive_shape(&dims, elements.len() as u64).ok_or_else(|| {
+        let shape = derive_shape(&dims, elements as u64).ok_or_else(|| {
             Error::invalid(format!(
                 "The schema can not convert input '{name}' to tensor with proper shape"
             ))
@@ -126,12 +126,12 @@ impl Mapper<'_> {
             ))
         };
         if let Some(size) = dtype.element_size() {
-            let bytes = elements.len().saturating_mul(size);
+            let bytes = elements.saturating_mul(size);
             if bytes > self.limits.max_input_size {
                 return Err(too_big(bytes));
             }
         }
-        let data = tensor::encode_json_data(dtype, elements, elements.len())?;
+        let data = tensor::encode_json_data(dtype, value, elements)?;
         if data.len() > self.limits.max_input_size {
             return Err(too_big(data.len()));
         }

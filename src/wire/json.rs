@@ -72,117 +72,11 @@
 
 use std::fmt;
 
+use crate::wire::json_value::Number;
+pub use crate::wire::json_value::{Array, Value};
+
 /// Default nesting limit used by the gateway (the root container is depth 1).
 pub const MAX_DEPTH: usize = 100;
-
-/// A parsed JSON value (rapidjson DOM equivalent).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    /// `null`
-    Null,
-    /// `true` / `false`
-    Bool(bool),
-    /// Non-negative integer literal that fits u64 (rapidjson: IsUint64; also IsInt64
-    /// when <= i64::MAX). `-0` is `Uint(0)`.
-    Uint(u64),
-    /// Negative integer literal that fits i64.
-    Int(i64),
-    /// Any literal with '.', exponent, NaN/Infinity, or an integer too large for u64/i64.
-    Double(f64),
-    /// Unescaped raw bytes (no UTF-8 validation; \uXXXX incl. surrogate pairs -> UTF-8).
-    String(Vec<u8>),
-    /// Array elements in document order.
-    Array(Vec<Value>),
-    /// Members in document order; duplicates kept.
-    Object(Vec<(Vec<u8>, Value)>),
-}
-
-impl Value {
-    /// First member named `key`; `None` if absent or if `self` is not an object.
-    pub fn get(&self, key: &str) -> Option<&Value> {
-        match self {
-            Value::Object(members) => members
-                .iter()
-                .find(|(k, _)| k.as_slice() == key.as_bytes())
-                .map(|(_, v)| v),
-            _ => None,
-        }
-    }
-
-    /// rapidjson `GetUint64` guarded by `IsUint64`.
-    pub fn as_u64(&self) -> Option<u64> {
-        match self {
-            Value::Uint(u) => Some(*u),
-            _ => None,
-        }
-    }
-
-    /// rapidjson `GetInt64` guarded by `IsInt64`: `Uint` up to `i64::MAX`, or `Int`.
-    pub fn as_i64(&self) -> Option<i64> {
-        match self {
-            Value::Uint(u) => i64::try_from(*u).ok(),
-            Value::Int(i) => Some(*i),
-            _ => None,
-        }
-    }
-
-    /// rapidjson `GetDouble` guarded by `IsNumber` (integers converted with rounding to
-    /// nearest, as the C++ casts do).
-    pub fn as_f64(&self) -> Option<f64> {
-        match self {
-            Value::Uint(u) => Some(*u as f64),
-            Value::Int(i) => Some(*i as f64),
-            Value::Double(d) => Some(*d),
-            _ => None,
-        }
-    }
-
-    /// rapidjson `GetBool` guarded by `IsBool`.
-    pub fn as_bool(&self) -> Option<bool> {
-        match self {
-            Value::Bool(b) => Some(*b),
-            _ => None,
-        }
-    }
-
-    /// The raw (unescaped) bytes of a string.
-    pub fn as_bytes(&self) -> Option<&[u8]> {
-        match self {
-            Value::String(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The elements of an array.
-    pub fn as_array(&self) -> Option<&[Value]> {
-        match self {
-            Value::Array(a) => Some(a),
-            _ => None,
-        }
-    }
-
-    /// The members of an object, in document order.
-    pub fn as_object(&self) -> Option<&[(Vec<u8>, Value)]> {
-        match self {
-            Value::Object(o) => Some(o),
-            _ => None,
-        }
-    }
-
-    /// Short type name for diagnostics.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Value::Null => "null",
-            Value::Bool(_) => "bool",
-            Value::Uint(_) => "uint",
-            Value::Int(_) => "int",
-            Value::Double(_) => "double",
-            Value::String(_) => "string",
-            Value::Array(_) => "array",
-            Value::Object(_) => "object",
-        }
-    }
-}
 
 /// Why [`parse`] rejected its input.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -249,14 +143,36 @@ pub fn parse(input: &[u8], max_depth: usize) -> Result<Value, ParseError> {
 }
 
 /// An open container while parsing iteratively, owning the entries read so far (a
-/// growing `Vec` per container: large arrays grow by reallocation, which for big blocks
-/// is a page remap rather than a copy, and are never copied once more at the end).
+/// growing `Vec` per container, never copied once more at the end; number arrays
+/// grow 8 bytes per element, see [`Array`]).
 enum Frame {
-    Array(Vec<Value>),
+    Array(Array),
     Object {
         members: Vec<(Vec<u8>, Value)>,
         key: Vec<u8>,
     },
+}
+
+/// A complete value on its way into its container: numbers stay [`Number`]s
+/// so that a number array never builds a 32-byte `Value` per element.
+enum Done {
+    Number(Number),
+    Value(Value),
+}
+
+impl From<Value> for Done {
+    fn from(v: Value) -> Done {
+        Done::Value(v)
+    }
+}
+
+impl Done {
+    fn into_value(self) -> Value {
+        match self {
+            Done::Number(n) => n.into(),
+            Done::Value(v) => v,
+        }
+    }
 }
 
 struct Parser<'a> {
@@ -312,15 +228,15 @@ impl Parser<'_> {
             let mut v = match self.peek() {
                 b'[' => {
                     if self.open(frames.len(), max_depth, b']')? {
-                        Value::Array(Vec::new())
+                        Value::Array(Array::default()).into()
                     } else {
-                        frames.push(Frame::Array(Vec::new()));
+                        frames.push(Frame::Array(Array::default()));
                         continue 'value;
                     }
                 }
                 b'{' => {
                     if self.open(frames.len(), max_depth, b'}')? {
-                        Value::Object(Vec::new())
+                        Value::Object(Vec::new()).into()
                     } else {
                         let key = self.member_name()?;
                         frames.push(Frame::Object {
@@ -330,11 +246,11 @@ impl Parser<'_> {
                         continue 'value;
                     }
                 }
-                b'n' => self.literal(b"ull", Value::Null)?,
-                b't' => self.literal(b"rue", Value::Bool(true))?,
-                b'f' => self.literal(b"alse", Value::Bool(false))?,
-                b'"' => Value::String(self.string()?),
-                _ => self.number()?,
+                b'n' => self.literal(b"ull", Value::Null)?.into(),
+                b't' => self.literal(b"rue", Value::Bool(true))?.into(),
+                b'f' => self.literal(b"alse", Value::Bool(false))?.into(),
+                b'"' => Value::String(self.string()?).into(),
+                _ => Done::Number(self.number()?),
             };
             // A value is complete: hand it to the enclosing container, closing as many
             // containers as the input closes.
@@ -345,26 +261,30 @@ impl Parser<'_> {
                         if self.peek() != 0 {
                             return self.err(ROOT_NOT_SINGULAR);
                         }
-                        return Ok(v);
+                        return Ok(v.into_value());
                     }
                     Some(Frame::Array(items)) => {
-                        items.push(v);
+                        match v {
+                            // The hot loop of tensor data: no `Value` in between.
+                            Done::Number(n) => items.push_number(n),
+                            Done::Value(v) => items.push(v),
+                        }
                         if self.after_member(b']', ARRAY_MISS_COMMA_OR_SQUARE)? {
                             continue 'value;
                         }
                         let items = std::mem::take(items);
                         frames.pop();
-                        v = Value::Array(items);
+                        v = Value::Array(items).into();
                     }
                     Some(Frame::Object { members, key }) => {
-                        members.push((std::mem::take(key), v));
+                        members.push((std::mem::take(key), v.into_value()));
                         if self.after_member(b'}', OBJECT_MISS_COMMA_OR_CURLY)? {
                             *key = self.member_name()?;
                             continue 'value;
                         }
                         let members = std::mem::take(members);
                         frames.pop();
-                        v = Value::Object(members);
+                        v = Value::Object(members).into();
                     }
                 }
             }
@@ -513,7 +433,7 @@ impl Parser<'_> {
     }
 
     /// rapidjson 1.1.0 `ParseNumber` (NaN/Inf enabled, normal precision, 64-bit).
-    fn number(&mut self) -> Result<Value, ParseError> {
+    fn number(&mut self) -> Result<Number, ParseError> {
         let start = self.pos;
         let minus = self.consume(b'-');
 
@@ -603,6 +523,11 @@ impl Parser<'_> {
 
         // Fraction.
         let mut exp_frac: i64 = 0;
+        // `262143.0`: a fraction of zeros that fit the u64 significand. The
+        // division below would give exactly the integer part (`u` = whole ×
+        // 10^k < 2^53, so u, 10^k and the quotient are exact doubles); it is
+        // skipped because `divsd` dominates parsing such arrays.
+        let mut integral: Option<u64> = None;
         if self.consume(b'.') {
             if self.digit().is_none() {
                 return self.err(NUMBER_MISS_FRACTION);
@@ -611,11 +536,14 @@ impl Parser<'_> {
                 if !use64 {
                     u = u64::from(i);
                 }
+                let whole = u;
+                let mut zeros_only = true;
                 while let Some(dg) = self.digit() {
                     if u > 0x1F_FFFF_FFFF_FFFF {
                         break;
                     }
                     u = u * 10 + u64::from(dg);
+                    zeros_only &= dg == 0;
                     self.pos += 1;
                     exp_frac -= 1;
                     if u != 0 {
@@ -624,6 +552,9 @@ impl Parser<'_> {
                 }
                 d = u as f64;
                 use_double = true;
+                if zeros_only && u <= 1 << 53 && self.digit().is_none() {
+                    integral = Some(whole);
+                }
             }
             while let Some(dg) = self.digit() {
                 if significand_digits < 17 {
@@ -679,21 +610,24 @@ impl Parser<'_> {
         }
 
         Ok(if use_double {
-            let d = strtod_normal_precision(d, exp + exp_frac);
-            Value::Double(if minus { -d } else { d })
+            let d = match integral {
+                Some(whole) if exp == 0 => whole as f64,
+                _ => strtod_normal_precision(d, exp + exp_frac),
+            };
+            Number::Double(if minus { -d } else { d })
         } else if nan_or_inf {
-            Value::Double(d)
+            Number::Double(d)
         } else if use64 {
             if minus {
-                Value::Int((u as i64).wrapping_neg())
+                Number::Int((u as i64).wrapping_neg())
             } else {
-                Value::Uint(u)
+                Number::Uint(u)
             }
         } else if minus && i != 0 {
-            Value::Int(-i64::from(i))
+            Number::Int(-i64::from(i))
         } else {
             // "-0" is rapidjson Int(0), which is also a Uint.
-            Value::Uint(u64::from(i))
+            Number::Uint(u64::from(i))
         })
     }
 }
@@ -832,7 +766,7 @@ mod tests {
                         }
                     }
                     self.i += 1;
-                    Value::Array(v)
+                    Value::Array(v.into())
                 }
                 b'{' => {
                     self.i += 1;
@@ -892,7 +826,7 @@ mod tests {
         match (a, b) {
             (Value::Double(x), Value::Double(y)) => x.to_bits() == y.to_bits(),
             (Value::Array(x), Value::Array(y)) => {
-                x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y))
+                x.len() == y.len() && x.iter().zip(y.iter()).all(|(x, y)| same(&x, &y))
             }
             (Value::Object(x), Value::Object(y)) => {
                 x.len() == y.len()
@@ -932,6 +866,35 @@ mod tests {
                 Err(err) => assert_eq!(err.to_string(), expected, "line {line}"),
             }
         }
+    }
+
+    /// `W.000…` takes a shortcut when all its digits fit the u64 significand
+    /// below 2^53; the result must be what the division gives.
+    #[test]
+    fn zero_fractions_are_the_division_result() {
+        let mut st = 0x2545_F491_4F6C_DD1D_u64;
+        let mut shortcuts = 0;
+        for n in 0..40_000u32 {
+            let r = xorshift(&mut st);
+            let whole = r >> (11 + n % 53);
+            let zeros = 1 + (r % 17) as u32;
+            let Some(u) = 10u64.checked_pow(zeros).and_then(|p| p.checked_mul(whole)) else {
+                continue;
+            };
+            if u > 1 << 53 {
+                continue; // the general path
+            }
+            shortcuts += 1;
+            let want = strtod_normal_precision(u as f64, -i64::from(zeros));
+            for (sign, want) in [("", want), ("-", -want)] {
+                let text = format!("{sign}{whole}.{}", "0".repeat(zeros as usize));
+                let Ok(Value::Double(got)) = parse(text.as_bytes(), 1) else {
+                    panic!("{text}");
+                };
+                assert_eq!(got.to_bits(), want.to_bits(), "{text}");
+            }
+        }
+        assert!(shortcuts > 10_000, "{shortcuts}");
     }
 
     #[test]
@@ -1005,13 +968,13 @@ mod tests {
         assert_eq!(v.get("b").and_then(Value::as_bool), Some(true));
         assert_eq!(v.get("z").map(Value::type_name), Some("null"));
         assert_eq!(
-            v.get("l").and_then(Value::as_array).map(<[_]>::len),
+            v.get("l").and_then(Value::as_array).map(Array::len),
             Some(1)
         );
         assert_eq!(v.as_object().map(<[_]>::len), Some(9));
         assert_eq!(v.get("l").and_then(|l| l.get("a")), None);
         let i = parse(b"[9223372036854775807,9223372036854775808]", MAX_DEPTH).unwrap();
-        let i = i.as_array().unwrap();
+        let i: Vec<_> = i.as_array().unwrap().iter().collect();
         assert_eq!(i[0].as_i64(), Some(i64::MAX));
         assert_eq!(i[1].as_i64(), None);
         assert_eq!(i[1].as_u64(), Some(1 << 63));

@@ -36,7 +36,7 @@ pub(crate) fn as_uint(v: &Value) -> Result<u64> {
     v.as_u64().ok_or_else(|| Error::json(NOT_UINT))
 }
 
-pub(crate) fn as_array(v: &Value) -> Result<&[Value]> {
+pub(crate) fn as_array(v: &Value) -> Result<&json::Array> {
     v.as_array().ok_or_else(|| Error::json(NOT_ARRAY))
 }
 

@@ -1,5 +1,6 @@
 //! Wire codecs, pure and synchronous (no I/O): bytes in, model types out,
-//! and back. `json`/`json_write` reproduce rapidjson's behaviour,
+//! and back. `json`/`json_write` reproduce rapidjson's behaviour (`json_value`
+//! is its DOM, with compact number arrays),
 //! `json_access` Triton's accessors over it with their texts, `tensor`
 //! the element layouts, `v2_request`/`v2_response` the v2 HTTP infer body,
 //! `generate` the `/generate*` bodies, `compress` the HTTP content codings,
@@ -11,6 +12,7 @@ pub(crate) mod fixtures;
 pub(crate) mod generate;
 pub mod json;
 pub(crate) mod json_access;
+pub mod json_value;
 pub mod json_write;
 pub(crate) mod tensor;
 pub mod v1;

@@ -8,6 +8,7 @@ use half::{bf16, f16};
 use crate::error::{Error, Result};
 use crate::model::DataType;
 use crate::wire::json::Value;
+use crate::wire::json_value::Numbers;
 use crate::wire::json_write::{write_f32, write_f64, write_i64, write_str, write_u64};
 
 const SHAPE_MISMATCH: &str =
@@ -19,28 +20,35 @@ fn leaf_error(what: &str) -> Error {
     ))
 }
 
-/// Visits the leaves of a (possibly nested, possibly ragged) JSON array
-/// depth-first. Nesting is bounded by the parser's depth limit.
-fn for_each_leaf<F>(values: &[Value], f: &mut F) -> Result<()>
+/// Visits the leaves of `data` (a scalar, or a possibly nested, possibly
+/// ragged array) depth-first. Nesting is bounded by the parser's depth limit.
+fn for_each_leaf<F>(data: &Value, f: &mut F) -> Result<()>
 where
     F: FnMut(&Value) -> Result<()>,
 {
-    for value in values {
-        match value {
-            Value::Array(inner) => for_each_leaf(inner, f)?,
-            leaf => f(leaf)?,
-        }
+    match data {
+        Value::Array(items) => items.iter().try_for_each(|item| for_each_leaf(&item, f)),
+        leaf => f(leaf),
     }
-    Ok(())
 }
 
-/// Serializes JSON `data` of `count` elements to the raw tensor layout.
-/// BYTES takes every leaf (the count check is the core's, protocol §2.3).
-pub(crate) fn encode_json_data(dtype: DataType, data: &[Value], count: usize) -> Result<Vec<u8>> {
+/// Serializes JSON `data` (an array, or one scalar) of `count` elements to
+/// the raw tensor layout. BYTES takes every leaf (the count check is the
+/// core's, protocol §2.3).
+pub(crate) fn encode_json_data(dtype: DataType, data: &Value, count: usize) -> Result<Vec<u8>> {
     let Some(size) = dtype.element_size() else {
         return encode_json_bytes(data);
     };
     let mut out = Vec::with_capacity(count.saturating_mul(size));
+    if let Value::Array(items) = data {
+        // A flat array of numbers of the right length into a float tensor can
+        // fail no check: convert the slice in one loop.
+        if let Some(numbers) = items.numbers().filter(|_| items.len() == count) {
+            if encode_float_numbers(dtype, numbers, &mut out) {
+                return Ok(out);
+            }
+        }
+    }
     let mut seen = 0usize;
     for_each_leaf(data, &mut |leaf| {
         if seen == count {
@@ -55,7 +63,32 @@ pub(crate) fn encode_json_data(dtype: DataType, data: &[Value], count: usize) ->
     Ok(out)
 }
 
-fn encode_json_bytes(data: &[Value]) -> Result<Vec<u8>> {
+/// [`encode_leaf`] for every element of a number slice, when `dtype` is a
+/// float type (`false`, nothing written, otherwise).
+fn encode_float_numbers(dtype: DataType, numbers: Numbers<'_>, out: &mut Vec<u8>) -> bool {
+    match dtype {
+        DataType::Fp32 => put_floats(numbers, out, |d| (d as f32).to_le_bytes()),
+        DataType::Fp64 => put_floats(numbers, out, f64::to_le_bytes),
+        DataType::Fp16 => put_floats(numbers, out, |d| f16::from_f64(d).to_le_bytes()),
+        DataType::Bf16 => put_floats(numbers, out, |d| bf16::from_f64(d).to_le_bytes()),
+        _ => return false,
+    }
+    true
+}
+
+/// Integers are taken as doubles like `Value::as_f64` takes them.
+fn put_floats<const N: usize>(
+    numbers: Numbers<'_>,
+    out: &mut Vec<u8>,
+    to_le: impl Fn(f64) -> [u8; N],
+) {
+    match numbers {
+        Numbers::Doubles(ds) => out.extend(ds.iter().flat_map(|&d| to_le(d))),
+        Numbers::Integers(is) => out.extend(is.iter().flat_map(|&i| to_le(i as f64))),
+    }
+}
+
+fn encode_json_bytes(data: &Value) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     for_each_leaf(data, &mut |leaf| {
         let s = leaf.as_bytes().ok_or_else(|| {
@@ -225,6 +258,47 @@ mod tests {
                 available: 3
             })]
         );
+    }
+
+    /// A compact number array converts like the same leaves one by one.
+    #[test]
+    fn number_slices_convert_like_single_leaves() {
+        use crate::wire::json::{parse, MAX_DEPTH};
+        let texts = [
+            "[1.5,-0.0,1e300,3.0]",
+            "[1,-2,9223372036854775807,0]",
+            "[1,2.5,-3,4]",
+        ];
+        let types = [
+            DataType::Fp32,
+            DataType::Fp64,
+            DataType::Fp16,
+            DataType::Bf16,
+            DataType::Int8,
+            DataType::Uint64,
+            DataType::Bool,
+        ];
+        for text in texts {
+            let data = parse(text.as_bytes(), MAX_DEPTH).unwrap();
+            let Value::Array(items) = &data else { panic!() };
+            let leaves: Vec<Value> = items.iter().map(|v| v.into_owned()).collect();
+            for dtype in types {
+                let mut one_by_one = Vec::new();
+                let expected = leaves
+                    .iter()
+                    .try_for_each(|leaf| encode_leaf(dtype, leaf, &mut one_by_one))
+                    .map(|()| one_by_one);
+                let got = encode_json_data(dtype, &data, 4);
+                assert_eq!(
+                    got.map_err(|e| e.to_string()),
+                    expected.map_err(|e| e.to_string()),
+                    "{text} {dtype:?}"
+                );
+                // A wrong count is the shape error, whatever the representation.
+                let short = encode_json_data(dtype, &data, 3).map_err(|e| e.to_string());
+                assert!(short.is_err(), "{text} {dtype:?}");
+            }
+        }
     }
 
     #[test]

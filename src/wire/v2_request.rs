@@ -157,7 +157,7 @@ impl Decoder<'_> {
         }
         let inputs = member(root, "inputs").and_then(as_array).field("inputs")?;
         for input in inputs {
-            self.decode_input(input)?;
+            self.decode_input(&input)?;
         }
         if self.consumed < self.tail.len() {
             return Err(Error::invalid(format!(
@@ -167,7 +167,7 @@ impl Decoder<'_> {
         }
         if let Some(outputs) = root.get("outputs") {
             for output in as_array(outputs).field("outputs")? {
-                self.decode_output(output)?;
+                self.decode_output(&output)?;
             }
         }
         Ok(())
@@ -282,7 +282,8 @@ impl Decoder<'_> {
         if count == 0 {
             return Ok(Bytes::new());
         }
-        let data = as_array(input.get("data").unwrap_or(&Value::Null)).field("data")?;
+        let data = input.get("data").unwrap_or(&Value::Null);
+        as_array(data).field("data")?;
         let dtype = DataType::parse(datatype.as_bytes())
             .ok_or_else(|| Error::invalid(format!("invalid datatype for input {name}")))?;
         if let Some(size) = dtype.element_size() {
@@ -385,7 +386,7 @@ fn decode_shape(input: &Value, name: &str) -> Result<Vec<i64>> {
     let dims = member(input, "shape").and_then(as_array).field("shape")?;
     let dims: Vec<u64> = dims
         .iter()
-        .map(|d| as_uint(d).field("shape"))
+        .map(|d| as_uint(&d).field("shape"))
         .collect::<Result<_>>()?;
     let text = || {
         let parts: Vec<String> = dims.iter().map(u64::to_string).collect();

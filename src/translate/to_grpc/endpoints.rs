@@ -458,7 +458,7 @@ pub(crate) fn trace_setting_post(model_name: &str, body: &[u8]) -> Result<TraceS
             let items = as_array(level)?;
             let (mut off, mut timestamps, mut tensors) = (false, false, false);
             for item in items {
-                match as_str(item)? {
+                match as_str(&item)? {
                     b"OFF" if items.len() == 1 => off = true,
                     b"OFF" => {
                         return Err(Error::invalid(
