@@ -143,19 +143,21 @@ table(["cell", "nginx → Triton HTTP", "nginx `grpc_pass`", "tensorgate HTTP �
        "tensorgate passthrough"], summary)
 
 # -- 2. big JSON ----------------------------------------------------------------------
-rows = []
-direct = cells.get("bigjson direct")
-for who, tname in (("direct", "Triton HTTP direct"), ("tensorgate", "tensorgate HTTP → gRPC")):
-    c = cells.get("bigjson " + who)
-    if c is None:
-        continue
-    rss = "-" if c.get("rss_kb") is None else "%.0f MB" % (c["rss_kb"] / 1024)
-    rows.append([tname, "%.1f" % c["rps"], us(c["p50"]), us(c["p99"]),
-                 num(c["cpu"]) if who == "tensorgate" else "-", rss if who == "tensorgate" else "-",
-                 ratio(c["rps"], direct and direct["rps"]) if who == "tensorgate" else ""])
-print("\nBig JSON (load tool w4: 2×262,144 FP32 as JSON, 2 connections):")
-table(["target", "req/s", "p50", "p99", "gateway CPU µs/req", "gateway peak RSS",
-       "req/s vs Triton"], rows)
+for key, title in (("bigjson", "load tool w4: 2×262,144 random FP32 in [0, 1) as JSON"),
+                   ("bigjson-integral", "load tool w5: 2×262,144 integral FP32 as JSON, `262143.0`")):
+    rows = []
+    direct = cells.get(key + " direct")
+    for who, tname in (("direct", "Triton HTTP direct"), ("tensorgate", "tensorgate HTTP → gRPC")):
+        c = cells.get(key + " " + who)
+        if c is None:
+            continue
+        rss = "-" if c.get("rss_kb") is None else "%.0f MB" % (c["rss_kb"] / 1024)
+        rows.append([tname, "%.1f" % c["rps"], us(c["p50"]), us(c["p99"]),
+                     num(c["cpu"]) if who == "tensorgate" else "-", rss if who == "tensorgate" else "-",
+                     ratio(c["rps"], direct and direct["rps"]) if who == "tensorgate" else ""])
+    print("\nBig JSON (%s, 2 connections):" % title)
+    table(["target", "req/s", "p50", "p99", "gateway CPU µs/req", "gateway peak RSS",
+           "req/s vs Triton"], rows)
 
 
 # -- 3. sweeps --------------------------------------------------------------------------
