@@ -27,7 +27,7 @@ const STREAM_WINDOW: u32 = 1 << 20;
 const CONNECTION_WINDOW: u32 = 8 << 20;
 
 /// The URI of a backend's calls before their path.
-fn origin(addr: SocketAddr, tls: bool) -> http::Uri {
+pub(super) fn origin(addr: SocketAddr, tls: bool) -> http::Uri {
     let scheme = if tls { "https" } else { "http" };
     http::Uri::try_from(format!("{scheme}://{addr}")).expect("socket address is a URI")
 }

@@ -23,7 +23,7 @@ use h2::{RecvStream, SendStream};
 use http_body::{Body as _, Frame};
 use tonic::body::Body;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The biggest header block accepted from a backend (hyper's default).
 const MAX_HEADER_LIST: u32 = 16 << 10;
@@ -296,6 +296,7 @@ mod tests {
     use super::*;
     use crate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
     use crate::proto::inference::ServerLiveRequest;
+    use crate::upstream::backend::origin;
     use crate::upstream::call::never_reached;
     use crate::upstream::transport::Transport;
     use tensorgate_demo::DemoUpstream;
@@ -307,9 +308,10 @@ mod tests {
     };
 
     fn live(transport: &H2Transport, addr: SocketAddr) -> Result<bool, tonic::Status> {
-        let origin = http::Uri::try_from(format!("http://{addr}")).unwrap();
-        let mut client =
-            GrpcInferenceServiceClient::with_origin(Transport::direct(transport.clone()), origin);
+        let mut client = GrpcInferenceServiceClient::with_origin(
+            Transport::direct(transport.clone()),
+            origin(addr, false),
+        );
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

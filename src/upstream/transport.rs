@@ -11,9 +11,7 @@ use tonic::body::Body;
 use tonic::transport::Channel;
 use tower_service::Service;
 
-use super::h2_transport::H2Transport;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use super::h2_transport::{BoxError, H2Transport};
 
 #[derive(Clone)]
 pub struct Transport(Inner);

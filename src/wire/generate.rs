@@ -108,7 +108,7 @@ impl Mapper<'_> {
         let name = &input.name;
         let elements = match value {
             Value::Array(items) => items.len(),
-            _scalar => 1,
+            _ => 1, // a scalar
         };
         let dtype = input
             .datatype

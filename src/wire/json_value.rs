@@ -190,11 +190,9 @@ impl Array {
             .iter()
             .map(|&i| integer(i))
             .chain(doubles.iter().map(|&d| Value::Double(d)));
-        // Only one of the three is non-empty, so the length is exact.
         Elements {
             values: values.iter(),
             owned,
-            len: self.len(),
         }
     }
 
@@ -277,26 +275,26 @@ fn integer(i: i64) -> Value {
 }
 
 /// [`Array::iter`]'s iterator: borrowed `Value`s or numbers made on the fly.
+/// Only one of the two is non-empty.
 struct Elements<'a, I> {
     values: std::slice::Iter<'a, Value>,
     owned: I,
-    len: usize,
 }
 
 impl<'a, I: Iterator<Item = Value>> Iterator for Elements<'a, I> {
     type Item = Cow<'a, Value>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let next = match self.values.next() {
-            Some(v) => Cow::Borrowed(v),
-            None => Cow::Owned(self.owned.next()?),
-        };
-        self.len -= 1;
-        Some(next)
+        match self.values.next() {
+            Some(v) => Some(Cow::Borrowed(v)),
+            None => self.owned.next().map(Cow::Owned),
+        }
     }
 
+    /// Exact: `owned` maps slices.
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.len, Some(self.len))
+        let n = self.values.len() + self.owned.size_hint().0;
+        (n, Some(n))
     }
 }
 
