@@ -12,7 +12,6 @@ use crate::front::route::ModelRef;
 use crate::model::{InferRequest, Param};
 use crate::translate::sequence::request_sequence_key;
 use crate::translate::{checks, from_grpc, to_grpc};
-use crate::upstream::call::rpc;
 use crate::upstream::Target;
 use crate::wire::{compress, v2_request, v2_response};
 
@@ -71,7 +70,7 @@ impl Gateway {
             sequence: sequence.as_deref(),
         };
         let message = to_grpc::model_infer(request);
-        let response = rpc!(self.pool(), ctx, target, model_infer, message)?;
+        let response = self.pool().model_infer(ctx, &target, message).await?;
         Ok(from_grpc::model_infer(response, &request.id))
     }
 

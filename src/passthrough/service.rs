@@ -14,7 +14,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::auth::admit_grpc;
 use super::metadata;
 use super::stream::ResponseStream;
-use super::unary::{unary, Aim};
+use super::unary::{relay, unary, Aim};
 use crate::app::fanout::{CallOptions, Control, Placed};
 use crate::app::guard::Permit;
 use crate::app::metadata::Front;
@@ -23,6 +23,7 @@ use crate::context::RequestContext;
 use crate::proto::inference as pb;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceService;
 use crate::translate::sequence::sequence_key;
+use crate::upstream::encoded::EncodedInfer;
 
 type Answer<T> = Result<Response<T>, Status>;
 
@@ -141,7 +142,13 @@ impl GrpcInferenceService for Passthrough {
             model: Some(request.get_ref().model_name.clone()),
             sequence: sequence_key(request.get_ref()),
         };
-        unary!(self, request, aim, model_infer)
+        // Encoded once, its tensors not copied again (`upstream::encoded`).
+        let limit = self.gateway.pool().settings().max_message_bytes;
+        let request = request.map(|m| EncodedInfer::new(m, limit));
+        relay(&self.gateway, request, aim, |mut client, r| async move {
+            client.model_infer(EncodedInfer::request(r)?).await
+        })
+        .await
     }
 
     type ModelStreamInferStream = ResponseStream;

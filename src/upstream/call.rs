@@ -9,11 +9,13 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::backend::Lease;
+use super::encoded::EncodedInfer;
 pub(crate) use super::failure::failure_text;
 use super::pool::{Pool, Target};
 use super::Client;
 use crate::context::RequestContext;
 use crate::error::{causes, duration_text, Error, Kind, Result};
+use crate::proto::inference::{ModelInferRequest, ModelInferResponse};
 use crate::trace::TraceContext;
 
 /// The deadline of one call: its length, when it started, and whether
@@ -207,6 +209,25 @@ pub(crate) fn request<T>(
         trace.inject(request.metadata_mut());
     }
     request
+}
+
+impl Pool {
+    /// `ModelInfer` for `ctx` through [`Pool::call`]: the message is
+    /// encoded once, its tensors not copied (see `encoded`), and every
+    /// attempt sends the same pieces.
+    pub(crate) async fn model_infer(
+        &self,
+        ctx: &RequestContext,
+        target: &Target<'_>,
+        message: ModelInferRequest,
+    ) -> Result<ModelInferResponse> {
+        let encoded = EncodedInfer::new(message, self.settings().max_message_bytes);
+        self.call(ctx, target, None, |mut client, timeout| {
+            let request = EncodedInfer::request(request(encoded.clone(), timeout, ctx.trace()));
+            async move { client.model_infer(request?).await }
+        })
+        .await
+    }
 }
 
 /// `rpc!(pool, ctx, target, method, message)`: one unary RPC through

@@ -8,12 +8,14 @@
 //! - `select.rs`: least outstanding and power of two choices;
 //! - `health.rs`: active `ServerReady` checks, model refresh, the loop;
 //! - `call.rs`: one call with deadline, passive ejection and retries;
+//! - `encoded.rs`: `ModelInfer` requests sent without copying tensors;
 //! - `thread_slot.rs`: which request channel the calling thread uses;
 //! - `model_info.rs`: the cache of model signatures.
 
 pub(crate) mod backend;
 pub(crate) mod call;
 pub(crate) mod discovery;
+pub(crate) mod encoded;
 mod failure;
 mod h2_transport;
 pub(crate) mod health;
