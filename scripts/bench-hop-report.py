@@ -25,7 +25,7 @@ cells = {}  # label -> dict(rps, p50, p99, cpu, rss_kb)
 problems = []
 
 
-def read_pa(label, path, ticks, served):
+def read_pa(label, path, ticks, served, kernel_ticks):
     if not os.path.exists(path):
         log = path[:-len(".csv")] + ".log"
         tail = open(log).read().strip().splitlines()[-3:] if os.path.exists(log) else []
@@ -36,7 +36,9 @@ def read_pa(label, path, ticks, served):
     proxied = not label.endswith(" direct")
     return {"rps": float(row["Inferences/Second"]), "p50": float(row["p50 latency"]),
             "p99": float(row["p99 latency"]), "requests": served,
-            "cpu": ticks / HZ * 1e6 / served if proxied and served > 0 else None}
+            "cpu": ticks / HZ * 1e6 / served if proxied and served > 0 else None,
+            "kernel": kernel_ticks / HZ * 1e6 / served
+            if proxied and served > 0 and kernel_ticks is not None else None}
 
 
 def read_load(label, path, rss):
@@ -56,9 +58,11 @@ def read_load(label, path, rss):
 
 
 for line in open(RESULTS):
-    label, kind, path, ticks, served, rss = line.rstrip("\n").split("\t")
+    # Results from before the kernel column have six fields.
+    label, kind, path, ticks, served, rss, kernel = (line.rstrip("\n").split("\t") + ["-"])[:7]
     if kind == "pa":
-        cell = read_pa(label, path, int(ticks), int(served))
+        cell = read_pa(label, path, int(ticks), int(served),
+                       None if kernel == "-" else int(kernel))
     else:
         cell = read_load(label, path, rss)
     if cell is not None:
@@ -125,6 +129,11 @@ def cpu_cell(case, proto, who):
     return "%.0f (%s nginx)" % (v, r) if r else "%.0f" % v
 
 
+def kernel_cell(case, proto, who):
+    v = get(case, proto, who, "kernel")
+    return "-" if v is None else "%.0f" % v
+
+
 def added_cell(case, proto, who):
     a, d = get(case, proto, who, "p50"), get(case, proto, "direct", "p50")
     return "-" if a is None or d is None else ("%+.0f µs" % (a - d))
@@ -133,7 +142,9 @@ def added_cell(case, proto, who):
 PROXIES = [("http", "nginx"), ("grpc", "nginx"), ("http", "tensorgate"), ("grpc", "tensorgate")]
 summary = [
     ["small, c=8: proxy CPU µs/request"] + [cpu_cell("small-c8", p, w) for p, w in PROXIES],
+    ["small, c=8: of which kernel, µs"] + [kernel_cell("small-c8", p, w) for p, w in PROXIES],
     ["small, c=1: proxy CPU µs/request"] + [cpu_cell("small-c1", p, w) for p, w in PROXIES],
+    ["small, c=1: of which kernel, µs"] + [kernel_cell("small-c1", p, w) for p, w in PROXIES],
     ["small, c=1: p50 added to the direct call"] + [added_cell("small-c1", p, w) for p, w in PROXIES],
     ["2×1 MiB, c=4: proxy CPU µs/request"] + [cpu_cell("1mib-c4", p, w) for p, w in PROXIES],
     ["2×1 MiB, c=4: req/s"] + [num(get("1mib-c4", p, w, "rps"), "%.1f") for p, w in PROXIES],

@@ -32,9 +32,19 @@ const COPY_BELOW: usize = 16 << 10;
 
 /// One length-prefixed gRPC `ModelInferRequest`, in pieces. Cheap to
 /// clone (reference counts), so every attempt of a call sends the same.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct EncodedInfer {
     pieces: Vec<Bytes>,
+}
+
+/// The pieces' lengths, never tensor bytes.
+impl std::fmt::Debug for EncodedInfer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let lengths: Vec<usize> = self.pieces.iter().map(Bytes::len).collect();
+        f.debug_struct("EncodedInfer")
+            .field("piece_lengths", &lengths)
+            .finish()
+    }
 }
 
 impl EncodedInfer {
