@@ -139,7 +139,7 @@ impl Mapper<'_> {
             name: name.clone(),
             datatype: dtype.as_str().to_string(),
             shape,
-            data: InputData::Raw(Bytes::from(data)),
+            data: InputData::Raw(data),
         })
     }
 

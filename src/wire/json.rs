@@ -72,8 +72,10 @@
 
 use std::fmt;
 
+use crate::model::DataType;
 use crate::wire::json_value::Number;
 pub use crate::wire::json_value::{Array, Value};
+use crate::wire::narrow;
 
 /// Default nesting limit used by the gateway (the root container is depth 1).
 pub const MAX_DEPTH: usize = 100;
@@ -132,14 +134,20 @@ const NUMBER_MISS_EXPONENT: &str = "Miss exponent in number.";
 /// Parses `input` like Triton 2.51 (rapidjson 1.1.0, `kParseNanAndInfFlag`), rejecting
 /// containers nested deeper than `max_depth` (root container = depth 1).
 pub fn parse(input: &[u8], max_depth: usize) -> Result<Value, ParseError> {
-    let mut p = Parser { s: input, pos: 0 };
-    // EncodedInputStream<UTF8<>, MemoryStream>: each BOM byte skipped independently.
-    for bom in [0xEF, 0xBB, 0xBF] {
-        if p.peek() == bom {
-            p.pos += 1;
-        }
-    }
-    p.document(max_depth)
+    Parser::new(input, false).document(max_depth)
+}
+
+/// [`parse`] for a v2 inference request: the `data` array of each
+/// `inputs` entry whose numeric `datatype` member comes before it is
+/// written straight into little-endian tensor bytes (module `narrow`), room
+/// reserved for what its `shape` declares (never more than the rest of the
+/// input can hold). An element the datatype refuses (or a nested array, a
+/// string…) sends the parser back to the `[` to read that array as plain
+/// values, so that the request's checks see what [`parse`] gives and
+/// answer with the same texts. Apart from a filled array's elements, which
+/// are the narrowed tensor values, the document is the one [`parse`] gives.
+pub(crate) fn parse_request(input: &[u8], max_depth: usize) -> Result<Value, ParseError> {
+    Parser::new(input, true).document(max_depth)
 }
 
 /// An open container while parsing iteratively, owning the entries read so far (a
@@ -153,32 +161,14 @@ enum Frame {
     },
 }
 
-/// A complete value on its way into its container: numbers stay [`Number`]s
-/// so that a number array never builds a 32-byte `Value` per element.
-enum Done {
-    Number(Number),
-    Value(Value),
-}
-
-impl From<Value> for Done {
-    fn from(v: Value) -> Done {
-        Done::Value(v)
-    }
-}
-
-impl Done {
-    fn into_value(self) -> Value {
-        match self {
-            Done::Number(n) => n.into(),
-            Done::Value(v) => v,
-        }
-    }
-}
-
 struct Parser<'a> {
     s: &'a [u8],
     /// Invariant: `pos <= s.len()`; it only advances past a byte that was peeked non-NUL.
     pos: usize,
+    /// Request mode ([`parse_request`]): tensor `data` arrays fill bytes.
+    tensors: bool,
+    /// The `[` of the array last sent back to be read as plain values.
+    plain_at: usize,
 }
 
 #[inline]
@@ -186,7 +176,23 @@ fn syntax(message: &'static str, offset: usize) -> ParseError {
     ParseError::Syntax { message, offset }
 }
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
+    fn new(input: &'a [u8], tensors: bool) -> Self {
+        let mut p = Parser {
+            s: input,
+            pos: 0,
+            tensors,
+            plain_at: usize::MAX,
+        };
+        // EncodedInputStream<UTF8<>, MemoryStream>: each BOM byte skipped independently.
+        for bom in [0xEF, 0xBB, 0xBF] {
+            if p.peek() == bom {
+                p.pos += 1;
+            }
+        }
+        p
+    }
+
     /// rapidjson `MemoryStream::Peek`: `'\0'` at the end.
     #[inline(always)]
     fn peek(&self) -> u8 {
@@ -227,16 +233,18 @@ impl Parser<'_> {
             // Parse one value at `pos` (whitespace already skipped), or open a container.
             let mut v = match self.peek() {
                 b'[' => {
+                    let start = self.pos;
                     if self.open(frames.len(), max_depth, b']')? {
-                        Value::Array(Array::default()).into()
+                        Value::Array(Array::default())
                     } else {
-                        frames.push(Frame::Array(Array::default()));
+                        let items = self.tensor_data(start, &frames).unwrap_or_default();
+                        frames.push(Frame::Array(items));
                         continue 'value;
                     }
                 }
                 b'{' => {
                     if self.open(frames.len(), max_depth, b'}')? {
-                        Value::Object(Vec::new()).into()
+                        Value::Object(Vec::new())
                     } else {
                         let key = self.member_name()?;
                         frames.push(Frame::Object {
@@ -246,11 +254,24 @@ impl Parser<'_> {
                         continue 'value;
                     }
                 }
-                b'n' => self.literal(b"ull", Value::Null)?.into(),
-                b't' => self.literal(b"rue", Value::Bool(true))?.into(),
-                b'f' => self.literal(b"alse", Value::Bool(false))?.into(),
-                b'"' => Value::String(self.string()?).into(),
-                _ => Done::Number(self.number()?),
+                b'n' => self.literal(b"ull", Value::Null)?,
+                b't' => self.literal(b"rue", Value::Bool(true))?,
+                b'f' => self.literal(b"alse", Value::Bool(false))?,
+                b'"' => Value::String(self.string()?),
+                // One call of `number`, so that it stays inlined (measured:
+                // two made it a call, 40 % slower on number arrays).
+                _ => match (self.number()?, frames.last_mut()) {
+                    // The hot loop of tensor data: a number goes into its
+                    // array as it is read, never as a `Value`.
+                    (n, Some(Frame::Array(items))) => {
+                        let taken = items.push_number(n);
+                        match self.after_element(taken, &mut frames)? {
+                            Some(closed) => closed,
+                            None => continue 'value,
+                        }
+                    }
+                    (n, _) => n.into(),
+                },
             };
             // A value is complete: hand it to the enclosing container, closing as many
             // containers as the input closes.
@@ -261,34 +282,88 @@ impl Parser<'_> {
                         if self.peek() != 0 {
                             return self.err(ROOT_NOT_SINGULAR);
                         }
-                        return Ok(v.into_value());
+                        return Ok(v);
                     }
                     Some(Frame::Array(items)) => {
-                        match v {
-                            // The hot loop of tensor data: no `Value` in between.
-                            Done::Number(n) => items.push_number(n),
-                            Done::Value(v) => items.push(v),
+                        let taken = items.push(v);
+                        match self.after_element(taken, &mut frames)? {
+                            Some(closed) => v = closed,
+                            None => continue 'value,
                         }
-                        if self.after_member(b']', ARRAY_MISS_COMMA_OR_SQUARE)? {
-                            continue 'value;
-                        }
-                        let items = std::mem::take(items);
-                        frames.pop();
-                        v = Value::Array(items).into();
                     }
                     Some(Frame::Object { members, key }) => {
-                        members.push((std::mem::take(key), v.into_value()));
+                        members.push((std::mem::take(key), v));
                         if self.after_member(b'}', OBJECT_MISS_COMMA_OR_CURLY)? {
                             *key = self.member_name()?;
                             continue 'value;
                         }
                         let members = std::mem::take(members);
                         frames.pop();
-                        v = Value::Object(members).into();
+                        v = Value::Object(members);
                     }
                 }
             }
         }
+    }
+
+    /// After an element was offered to the innermost array (`taken`: it
+    /// was added): past the separator, `None` while the array goes on;
+    /// `Some(array)` once it is closed (and popped). A filling array that
+    /// refused the element is popped and sent back to its `[`, to be read
+    /// again as plain values (`None` too).
+    #[inline(always)]
+    fn after_element(
+        &mut self,
+        taken: bool,
+        frames: &mut Vec<Frame>,
+    ) -> Result<Option<Value>, ParseError> {
+        let Some(Frame::Array(items)) = frames.last_mut() else {
+            return Ok(None);
+        };
+        if !taken {
+            self.pos = items.filling_start().unwrap_or(self.pos);
+            self.plain_at = self.pos;
+            frames.pop();
+            return Ok(None);
+        }
+        if self.after_member(b']', ARRAY_MISS_COMMA_OR_SQUARE)? {
+            return Ok(None);
+        }
+        let items = std::mem::take(items).finish();
+        frames.pop();
+        Ok(Some(Value::Array(items)))
+    }
+
+    /// A filling array for the `[` at `start` when it opens the `data`
+    /// member of an `inputs` entry whose numeric `datatype` came before it
+    /// ([`parse_request`]).
+    fn tensor_data(&self, start: usize, frames: &[Frame]) -> Option<Array> {
+        if !self.tensors || start == self.plain_at {
+            return None;
+        }
+        let [Frame::Object { key: root, .. }, Frame::Array(_), Frame::Object { members, key }] =
+            frames
+        else {
+            return None;
+        };
+        if root != b"inputs" || key != b"data" {
+            return None;
+        }
+        let first = |name: &[u8]| members.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+        let dtype = DataType::parse(first(b"datatype")?.as_bytes()?)?;
+        let put = narrow::putter(dtype)?;
+        let declared = first(b"shape")
+            .and_then(Value::as_array)
+            .and_then(|dims| {
+                dims.iter().try_fold(1usize, |n, d| {
+                    n.checked_mul(usize::try_from(d.as_u64()?).ok()?)
+                })
+            })
+            .unwrap_or(0);
+        // Each element takes at least two bytes of input (a digit and a separator).
+        let room = (self.s.len() - self.pos) / 2 + 1;
+        let capacity = declared.min(room) * dtype.element_size()?;
+        Some(Array::filling(dtype, start, put, capacity))
     }
 
     /// Past the `[` or `{` at `pos`, `depth` containers deep: the depth
@@ -433,6 +508,7 @@ impl Parser<'_> {
     }
 
     /// rapidjson 1.1.0 `ParseNumber` (NaN/Inf enabled, normal precision, 64-bit).
+    #[inline(always)]
     fn number(&mut self) -> Result<Number, ParseError> {
         let start = self.pos;
         let minus = self.consume(b'-');

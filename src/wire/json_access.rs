@@ -18,10 +18,20 @@ pub(crate) const NOT_MEMBERS: &str = "attempt to get members for non-object";
 /// One whole JSON document (an empty body is
 /// `failed to parse the request JSON buffer: The document is empty. at 0`).
 pub(crate) fn parse(body: &[u8], max_depth: usize) -> Result<Value> {
-    json::parse(body, max_depth).map_err(|e| match e {
+    json::parse(body, max_depth).map_err(parse_error)
+}
+
+/// [`parse`] for a v2 inference request (`json::parse_request`: tensor
+/// `data` arrays become tensor bytes while they are read).
+pub(crate) fn parse_request(body: &[u8], max_depth: usize) -> Result<Value> {
+    json::parse_request(body, max_depth).map_err(parse_error)
+}
+
+fn parse_error(e: json::ParseError) -> Error {
+    match e {
         json::ParseError::TooDeep { .. } => Error::invalid(e.to_string()),
         json::ParseError::Syntax { .. } => Error::json(e.to_string()),
-    })
+    }
 }
 
 pub(crate) fn as_str(v: &Value) -> Result<&[u8]> {

@@ -7,9 +7,20 @@
 //! `Value`s (once). The choice is invisible: elements come back as the
 //! `Value`s the parser read (`Uint` for a non-negative integer, `Int` for a
 //! negative one, `Double`).
+//!
+//! A request's tensor `data` array can go one step further: the parser
+//! writes its numbers straight into little-endian tensor bytes of the
+//! declared datatype (4 bytes per FP32 element, no second pass), see
+//! [`Array::filling`]. Such an array iterates as the values the tensor
+//! holds (`Double` for floats, narrowed as Triton narrows them).
 
 use std::borrow::Cow;
 use std::fmt;
+
+use bytes::Bytes;
+use half::{bf16, f16};
+
+use crate::model::DataType;
 
 /// A parsed JSON value (rapidjson DOM equivalent).
 #[derive(Debug, Clone, PartialEq)]
@@ -130,7 +141,25 @@ enum Items {
     /// `Uint`s up to `i64::MAX` and `Int`s (negative by construction).
     Integers(Vec<i64>),
     Doubles(Vec<f64>),
+    /// Tensor bytes being written while the parser reads the array; `start`
+    /// is the offset of its `[`, where the parser reads it again as plain
+    /// values when an element does not fit the datatype.
+    Filling {
+        dtype: DataType,
+        start: usize,
+        put: PutNumber,
+        bytes: Vec<u8>,
+    },
+    /// The finished tensor bytes of such an array.
+    Tensor {
+        dtype: DataType,
+        bytes: Bytes,
+    },
 }
+
+/// Appends a number to tensor bytes as one datatype takes it, or returns
+/// `false` (nothing written) when that datatype refuses it (module `narrow`).
+pub(crate) type PutNumber = fn(Number, &mut Vec<u8>) -> bool;
 
 impl Default for Items {
     fn default() -> Self {
@@ -172,6 +201,8 @@ impl Array {
             Items::Values(v) => v.len(),
             Items::Integers(v) => v.len(),
             Items::Doubles(v) => v.len(),
+            Items::Filling { dtype, bytes, .. } => bytes.len() / width(*dtype),
+            Items::Tensor { dtype, bytes } => bytes.len() / width(*dtype),
         }
     }
 
@@ -185,11 +216,21 @@ impl Array {
             Items::Values(v) => (v, &[], &[]),
             Items::Integers(v) => (&[], v, &[]),
             Items::Doubles(v) => (&[], &[], v),
+            Items::Filling { .. } | Items::Tensor { .. } => (&[], &[], &[]),
+        };
+        let (dtype, raw): (DataType, &[u8]) = match &self.0 {
+            Items::Filling { dtype, bytes, .. } => (*dtype, bytes),
+            Items::Tensor { dtype, bytes } => (*dtype, bytes),
+            _ => (DataType::Uint8, &[]),
         };
         let owned = integers
             .iter()
             .map(|&i| integer(i))
-            .chain(doubles.iter().map(|&d| Value::Double(d)));
+            .chain(doubles.iter().map(|&d| Value::Double(d)))
+            .chain(
+                raw.chunks_exact(width(dtype))
+                    .map(move |c| element(dtype, c)),
+            );
         Elements {
             values: values.iter(),
             owned,
@@ -211,27 +252,102 @@ impl Array {
             Items::Values(_) => None,
             Items::Integers(v) => Some(Numbers::Integers(v)),
             Items::Doubles(v) => Some(Numbers::Doubles(v)),
+            Items::Filling { .. } | Items::Tensor { .. } => None,
+        }
+    }
+
+    /// An empty array whose numbers `put` writes as `dtype` tensor bytes
+    /// (room for `capacity` bytes reserved); `start` is the offset of its `[`.
+    pub(crate) fn filling(dtype: DataType, start: usize, put: PutNumber, capacity: usize) -> Array {
+        Array(Items::Filling {
+            dtype,
+            start,
+            put,
+            bytes: Vec::with_capacity(capacity),
+        })
+    }
+
+    /// Where a [`filling`](Array::filling) array began.
+    pub(crate) fn filling_start(&self) -> Option<usize> {
+        match &self.0 {
+            Items::Filling { start, .. } => Some(*start),
+            _ => None,
+        }
+    }
+
+    /// The array as complete: tensor bytes become shareable (no copy).
+    pub(crate) fn finish(self) -> Array {
+        match self.0 {
+            Items::Filling { dtype, bytes, .. } => Array(Items::Tensor {
+                dtype,
+                bytes: Bytes::from(bytes),
+            }),
+            items => Array(items),
+        }
+    }
+
+    /// The tensor bytes the parser wrote, and their datatype.
+    pub(crate) fn tensor(&self) -> Option<(DataType, &Bytes)> {
+        match &self.0 {
+            Items::Tensor { dtype, bytes } => Some((*dtype, bytes)),
+            _ => None,
         }
     }
 
     /// Appends a number, keeping the compact form while the elements allow it.
+    /// `false` (nothing appended) when a [`filling`](Array::filling) array's
+    /// datatype refuses it.
     #[inline(always)]
-    pub(crate) fn push_number(&mut self, n: Number) {
-        match (&mut self.0, n) {
-            (Items::Doubles(d), Number::Double(x)) => d.push(x),
-            (Items::Integers(v), Number::Int(i)) => v.push(i),
-            (Items::Integers(v), Number::Uint(u)) if u <= i64::MAX as u64 => v.push(u as i64),
-            _ => self.push_first_or_other(n),
+    #[must_use]
+    pub(crate) fn push_number(&mut self, n: Number) -> bool {
+        match &mut self.0 {
+            Items::Doubles(d) => {
+                if let Number::Double(x) = n {
+                    d.push(x);
+                    return true;
+                }
+            }
+            Items::Integers(v) => match n {
+                Number::Int(i) => {
+                    v.push(i);
+                    return true;
+                }
+                Number::Uint(u) if u <= i64::MAX as u64 => {
+                    v.push(u as i64);
+                    return true;
+                }
+                _ => {}
+            },
+            Items::Filling {
+                dtype, put, bytes, ..
+            } => {
+                // FP32 from a literal with a fraction, the common case, inline
+                // (module `narrow`'s rule: rounded to nearest); the rest through `put`.
+                if let (DataType::Fp32, Number::Double(d)) = (*dtype, n) {
+                    bytes.extend_from_slice(&(d as f32).to_le_bytes());
+                    return true;
+                }
+                return put(n, bytes);
+            }
+            Items::Values(_) | Items::Tensor { .. } => {}
         }
+        self.push_first_or_other(n);
+        true
     }
 
-    /// Appends `v` (a number stays compact where it can).
-    pub(crate) fn push(&mut self, v: Value) {
+    /// Appends `v` (a number stays compact where it can). `false` (nothing
+    /// appended) when a [`filling`](Array::filling) array cannot take it.
+    #[must_use]
+    pub(crate) fn push(&mut self, v: Value) -> bool {
         match v {
             Value::Uint(u) => self.push_number(Number::Uint(u)),
             Value::Int(i) => self.push_number(Number::Int(i)),
             Value::Double(d) => self.push_number(Number::Double(d)),
-            other => self.push_value(other),
+            _ if self.filling_start().is_some() => false,
+            other => {
+                self.push_value(other);
+                true
+            }
         }
     }
 
@@ -263,6 +379,29 @@ impl Array {
         let mut values: Vec<Value> = self.iter().map(Cow::into_owned).collect();
         values.push(v);
         self.0 = Items::Values(values);
+    }
+}
+
+/// Bytes per element of a tensor array (BOOL and BYTES are never one).
+fn width(dtype: DataType) -> usize {
+    dtype.element_size().unwrap_or(1)
+}
+
+/// One element of tensor bytes as a `Value`.
+fn element(dtype: DataType, le: &[u8]) -> Value {
+    let mut wide = [0u8; 8];
+    wide[..le.len()].copy_from_slice(le);
+    let bits = u64::from_le_bytes(wide);
+    match dtype {
+        DataType::Int8 => integer(i64::from(bits as u8 as i8)),
+        DataType::Int16 => integer(i64::from(bits as u16 as i16)),
+        DataType::Int32 => integer(i64::from(bits as u32 as i32)),
+        DataType::Int64 => integer(bits as i64),
+        DataType::Fp16 => Value::Double(f16::from_bits(bits as u16).to_f64()),
+        DataType::Bf16 => Value::Double(bf16::from_bits(bits as u16).to_f64()),
+        DataType::Fp32 => Value::Double(f64::from(f32::from_bits(bits as u32))),
+        DataType::Fp64 => Value::Double(f64::from_bits(bits)),
+        _ => Value::Uint(bits),
     }
 }
 
@@ -336,7 +475,7 @@ mod tests {
     fn array(values: &[Value]) -> Array {
         let mut a = Array::default();
         for v in values {
-            a.push(v.clone());
+            assert!(a.push(v.clone()));
         }
         a
     }

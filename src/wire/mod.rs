@@ -14,6 +14,7 @@ pub mod json;
 pub(crate) mod json_access;
 pub mod json_value;
 pub mod json_write;
+pub(crate) mod narrow;
 pub(crate) mod tensor;
 pub mod v1;
 pub mod v2_request;

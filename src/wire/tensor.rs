@@ -3,13 +3,15 @@
 //! rules, protocol §2.3), little-endian bytes back to JSON text (protocol §3.3),
 //! and the BYTES element framing (4-byte little-endian length + bytes).
 
+use bytes::Bytes;
 use half::{bf16, f16};
 
 use crate::error::{Error, Result};
 use crate::model::DataType;
 use crate::wire::json::Value;
-use crate::wire::json_value::Numbers;
+use crate::wire::json_value::{Number, Numbers};
 use crate::wire::json_write::{write_f32, write_f64, write_i64, write_str, write_u64};
+use crate::wire::narrow::{self, bf16_le, fp16_le, fp32_le};
 
 const SHAPE_MISMATCH: &str =
     "Unable to parse 'data': Shape does not match true shape of 'data' field";
@@ -35,17 +37,27 @@ where
 /// Serializes JSON `data` (an array, or one scalar) of `count` elements to
 /// the raw tensor layout. BYTES takes every leaf (the count check is the
 /// core's, protocol §2.3).
-pub(crate) fn encode_json_data(dtype: DataType, data: &Value, count: usize) -> Result<Vec<u8>> {
+pub(crate) fn encode_json_data(dtype: DataType, data: &Value, count: usize) -> Result<Bytes> {
     let Some(size) = dtype.element_size() else {
-        return encode_json_bytes(data);
+        return encode_json_bytes(data).map(Bytes::from);
     };
+    if let Value::Array(items) = data {
+        // Written while parsing (`json::parse_request`): every element was
+        // taken, so only the count is left to check.
+        if let Some((_, bytes)) = items.tensor().filter(|(filled, _)| *filled == dtype) {
+            if bytes.len() != count.saturating_mul(size) {
+                return Err(Error::json(SHAPE_MISMATCH));
+            }
+            return Ok(bytes.clone());
+        }
+    }
     let mut out = Vec::with_capacity(count.saturating_mul(size));
     if let Value::Array(items) = data {
         // A flat array of numbers of the right length into a float tensor can
         // fail no check: convert the slice in one loop.
         if let Some(numbers) = items.numbers().filter(|_| items.len() == count) {
             if encode_float_numbers(dtype, numbers, &mut out) {
-                return Ok(out);
+                return Ok(Bytes::from(out));
             }
         }
     }
@@ -60,7 +72,7 @@ pub(crate) fn encode_json_data(dtype: DataType, data: &Value, count: usize) -> R
     if seen != count {
         return Err(Error::json(SHAPE_MISMATCH));
     }
-    Ok(out)
+    Ok(Bytes::from(out))
 }
 
 /// [`encode_leaf`] for every element of a number slice, when `dtype` is a
@@ -89,19 +101,6 @@ fn put_floats<const N: usize>(
     }
 }
 
-// A double narrowed into each float type as Triton narrows it.
-fn fp16_le(d: f64) -> [u8; 2] {
-    f16::from_f64(d).to_le_bytes()
-}
-
-fn bf16_le(d: f64) -> [u8; 2] {
-    bf16::from_f64(d).to_le_bytes()
-}
-
-fn fp32_le(d: f64) -> [u8; 4] {
-    (d as f32).to_le_bytes()
-}
-
 fn encode_json_bytes(data: &Value) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     for_each_leaf(data, &mut |leaf| {
@@ -120,40 +119,33 @@ fn encode_json_bytes(data: &Value) -> Result<Vec<u8>> {
 }
 
 fn encode_leaf(dtype: DataType, leaf: &Value, out: &mut Vec<u8>) -> Result<()> {
-    let unsigned = || {
-        leaf.as_u64()
-            .ok_or_else(|| leaf_error("non-unsigned-integer as unsigned-integer"))
-    };
-    let signed = || {
-        leaf.as_i64()
-            .ok_or_else(|| leaf_error("non-signed-integer as signed-integer"))
-    };
-    let number = || {
-        leaf.as_f64()
-            .ok_or_else(|| leaf_error("non-number as double"))
-    };
-    match dtype {
-        DataType::Bool => {
-            let b = leaf
-                .as_bool()
-                .ok_or_else(|| leaf_error("non-boolean as boolean"))?;
-            out.push(u8::from(b));
-        }
-        DataType::Uint8 => out.push(unsigned()? as u8),
-        DataType::Uint16 => out.extend_from_slice(&(unsigned()? as u16).to_le_bytes()),
-        DataType::Uint32 => out.extend_from_slice(&(unsigned()? as u32).to_le_bytes()),
-        DataType::Uint64 => out.extend_from_slice(&unsigned()?.to_le_bytes()),
-        DataType::Int8 => out.push(signed()? as i8 as u8),
-        DataType::Int16 => out.extend_from_slice(&(signed()? as i16).to_le_bytes()),
-        DataType::Int32 => out.extend_from_slice(&(signed()? as i32).to_le_bytes()),
-        DataType::Int64 => out.extend_from_slice(&signed()?.to_le_bytes()),
-        DataType::Fp16 => out.extend_from_slice(&fp16_le(number()?)),
-        DataType::Bf16 => out.extend_from_slice(&bf16_le(number()?)),
-        DataType::Fp32 => out.extend_from_slice(&fp32_le(number()?)),
-        DataType::Fp64 => out.extend_from_slice(&number()?.to_le_bytes()),
-        DataType::Bytes => unreachable!("BYTES is encoded by encode_json_bytes"),
+    if dtype == DataType::Bool {
+        let b = leaf
+            .as_bool()
+            .ok_or_else(|| leaf_error("non-boolean as boolean"))?;
+        out.push(u8::from(b));
+        return Ok(());
     }
-    Ok(())
+    let put = narrow::putter(dtype)
+        .ok_or_else(|| Error::internal("BYTES is encoded by encode_json_bytes"))?;
+    let taken = match *leaf {
+        Value::Uint(u) => put(Number::Uint(u), out),
+        Value::Int(i) => put(Number::Int(i), out),
+        Value::Double(d) => put(Number::Double(d), out),
+        _ => false,
+    };
+    if taken {
+        return Ok(());
+    }
+    Err(leaf_error(match dtype {
+        DataType::Uint8 | DataType::Uint16 | DataType::Uint32 | DataType::Uint64 => {
+            "non-unsigned-integer as unsigned-integer"
+        }
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+            "non-signed-integer as signed-integer"
+        }
+        _ => "non-number as double",
+    }))
 }
 
 /// Iterates the elements of a BYTES tensor. Yields `Err` describing the
@@ -275,6 +267,87 @@ mod tests {
     }
 
     /// A compact number array converts like the same leaves one by one.
+    /// Element types with each kind of rule: floats, signed, unsigned, BOOL.
+    const TYPES: [DataType; 9] = [
+        DataType::Fp32,
+        DataType::Fp64,
+        DataType::Fp16,
+        DataType::Bf16,
+        DataType::Int8,
+        DataType::Int32,
+        DataType::Uint8,
+        DataType::Uint64,
+        DataType::Bool,
+    ];
+
+    /// The `data` member of a request's first input.
+    fn first_data(request: &Value) -> &Value {
+        let Some(Value::Array(inputs)) = request.get("inputs") else {
+            panic!()
+        };
+        let Some(std::borrow::Cow::Borrowed(input)) = inputs.iter().next() else {
+            panic!()
+        };
+        input.get("data").unwrap()
+    }
+
+    #[test]
+    fn arrays_filled_while_parsing_encode_as_values_do() {
+        use crate::wire::json::{parse, parse_request, MAX_DEPTH};
+        let datas = [
+            "[1.5,-0.0,1e300,3.0]",
+            "[1,-2,9223372036854775807,0]",
+            "[1,2,3,18446744073709551615]",
+            "[1,2.5,-3,4]",
+            "[0,1,2,3,4]",
+            "[[1,2],[3,4]]",
+            "[1,2,\"3\",4]",
+            "[1,true,3,4]",
+            "[1,NaN,-Infinity,4]",
+            "[300,-129,65536,7]",
+        ];
+        for data in datas {
+            for dtype in TYPES {
+                let text = format!(
+                    r#"{{"inputs":[{{"name":"I","datatype":"{}","shape":[4],"data":{data}}}]}}"#,
+                    dtype.as_str()
+                );
+                let plain = parse(text.as_bytes(), MAX_DEPTH).unwrap();
+                let filled = parse_request(text.as_bytes(), MAX_DEPTH).unwrap();
+                for count in [3, 4, 5] {
+                    let want = encode_json_data(dtype, first_data(&plain), count);
+                    let got = encode_json_data(dtype, first_data(&filled), count);
+                    assert_eq!(
+                        got.map_err(|e| e.to_string()),
+                        want.map_err(|e| e.to_string()),
+                        "{text} {count}"
+                    );
+                }
+            }
+        }
+        // The plain floats of a float tensor were written while parsing.
+        let text = br#"{"inputs":[{"datatype":"FP32","shape":[2],"data":[1.5,2]}]}"#;
+        let filled = parse_request(text, MAX_DEPTH).unwrap();
+        let Value::Array(items) = first_data(&filled) else {
+            panic!()
+        };
+        let (dtype, bytes) = items.tensor().expect("filled while parsing");
+        assert_eq!(dtype, DataType::Fp32);
+        assert_eq!(
+            &bytes[..],
+            [1.5f32.to_le_bytes(), 2f32.to_le_bytes()].concat()
+        );
+        // A datatype after the data, or none, leaves the array as values.
+        for text in [
+            &br#"{"inputs":[{"shape":[2],"data":[1.5,2],"datatype":"FP32"}]}"#[..],
+            br#"{"inputs":[{"shape":[2],"data":[1.5,2]}]}"#,
+            br#"{"outputs":[{"datatype":"FP32","data":[1.5,2]}]}"#,
+        ] {
+            let doc = parse_request(text, MAX_DEPTH).unwrap();
+            assert_eq!(doc, parse(text, MAX_DEPTH).unwrap());
+        }
+    }
+
     #[test]
     fn number_slices_convert_like_single_leaves() {
         use crate::wire::json::{parse, MAX_DEPTH};
@@ -283,25 +356,17 @@ mod tests {
             "[1,-2,9223372036854775807,0]",
             "[1,2.5,-3,4]",
         ];
-        let types = [
-            DataType::Fp32,
-            DataType::Fp64,
-            DataType::Fp16,
-            DataType::Bf16,
-            DataType::Int8,
-            DataType::Uint64,
-            DataType::Bool,
-        ];
+
         for text in texts {
             let data = parse(text.as_bytes(), MAX_DEPTH).unwrap();
             let Value::Array(items) = &data else { panic!() };
             let leaves: Vec<Value> = items.iter().map(|v| v.into_owned()).collect();
-            for dtype in types {
+            for dtype in TYPES {
                 let mut one_by_one = Vec::new();
                 let expected = leaves
                     .iter()
                     .try_for_each(|leaf| encode_leaf(dtype, leaf, &mut one_by_one))
-                    .map(|()| one_by_one);
+                    .map(|()| Bytes::from(one_by_one));
                 let got = encode_json_data(dtype, &data, 4);
                 assert_eq!(
                     got.map_err(|e| e.to_string()),

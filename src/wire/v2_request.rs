@@ -109,7 +109,7 @@ pub fn decode(
             limits.max_input_size
         )));
     }
-    let root = access::parse(&header, limits.max_json_depth)?;
+    let root = access::parse_request(&header, limits.max_json_depth)?;
     let mut decoder = Decoder {
         model,
         tail,
@@ -311,7 +311,7 @@ impl Decoder<'_> {
                 self.limits.max_input_size
             )));
         }
-        Ok(Bytes::from(encoded))
+        Ok(encoded)
     }
 
     fn decode_output(&mut self, output: &Value) -> Result<()> {

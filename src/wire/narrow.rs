@@ -1,0 +1,154 @@
+//! A JSON number narrowed into a tensor element, as Triton narrows it
+//! (protocol §2.3): unsigned types take only non-negative integer literals,
+//! signed types only integer literals that fit an `i64`, each truncated to
+//! the element's width (`300` as UINT8 is `44`); float types take any
+//! number, rounded to nearest. The one place these rules live: the tensor
+//! encoder (module `tensor`) uses them leaf by leaf, and the parser (module
+//! `json`) uses them to write a request's `data` arrays straight into
+//! little-endian tensor bytes while it reads them.
+
+use half::{bf16, f16};
+
+use crate::model::DataType;
+use crate::wire::json_value::{Number, PutNumber};
+
+/// rapidjson `IsUint64` + `GetUint64`.
+#[inline(always)]
+fn unsigned(n: Number) -> Option<u64> {
+    match n {
+        Number::Uint(u) => Some(u),
+        _ => None,
+    }
+}
+
+/// rapidjson `IsInt64` + `GetInt64`.
+#[inline(always)]
+fn signed(n: Number) -> Option<i64> {
+    match n {
+        Number::Uint(u) => i64::try_from(u).ok(),
+        Number::Int(i) => Some(i),
+        Number::Double(_) => None,
+    }
+}
+
+/// rapidjson `GetDouble`: integers rounded to nearest, as the C++ casts do.
+#[inline(always)]
+fn number(n: Number) -> Option<f64> {
+    Some(match n {
+        Number::Uint(u) => u as f64,
+        Number::Int(i) => i as f64,
+        Number::Double(d) => d,
+    })
+}
+
+/// One function per element type: appends `n`'s little-endian bytes, or
+/// returns `false` (nothing written) when Triton's accessor would refuse it.
+macro_rules! put {
+    ($name:ident, $take:ident, $narrow:expr) => {
+        fn $name(n: Number, out: &mut Vec<u8>) -> bool {
+            match $take(n) {
+                Some(v) => {
+                    out.extend_from_slice(&$narrow(v).to_le_bytes());
+                    true
+                }
+                None => false,
+            }
+        }
+    };
+}
+
+put!(put_u8, unsigned, |v: u64| v as u8);
+put!(put_u16, unsigned, |v: u64| v as u16);
+put!(put_u32, unsigned, |v: u64| v as u32);
+put!(put_u64, unsigned, |v: u64| v);
+put!(put_i8, signed, |v: i64| v as i8);
+put!(put_i16, signed, |v: i64| v as i16);
+put!(put_i32, signed, |v: i64| v as i32);
+put!(put_i64, signed, |v: i64| v);
+put!(put_f16, number, f16::from_f64);
+put!(put_bf16, number, bf16::from_f64);
+put!(put_f32, number, |v: f64| v as f32);
+put!(put_f64, number, |v: f64| v);
+
+/// The writer for `dtype`'s elements; `None` for BOOL and BYTES, whose
+/// elements are not numbers.
+pub(crate) fn putter(dtype: DataType) -> Option<PutNumber> {
+    Some(match dtype {
+        DataType::Uint8 => put_u8,
+        DataType::Uint16 => put_u16,
+        DataType::Uint32 => put_u32,
+        DataType::Uint64 => put_u64,
+        DataType::Int8 => put_i8,
+        DataType::Int16 => put_i16,
+        DataType::Int32 => put_i32,
+        DataType::Int64 => put_i64,
+        DataType::Fp16 => put_f16,
+        DataType::Bf16 => put_bf16,
+        DataType::Fp32 => put_f32,
+        DataType::Fp64 => put_f64,
+        DataType::Bool | DataType::Bytes => return None,
+    })
+}
+
+/// A double narrowed into each float type (the slice loops of module `tensor`).
+pub(crate) fn fp16_le(d: f64) -> [u8; 2] {
+    f16::from_f64(d).to_le_bytes()
+}
+
+pub(crate) fn bf16_le(d: f64) -> [u8; 2] {
+    bf16::from_f64(d).to_le_bytes()
+}
+
+pub(crate) fn fp32_le(d: f64) -> [u8; 4] {
+    (d as f32).to_le_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(dtype: DataType, n: Number) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        putter(dtype).unwrap()(n, &mut out).then_some(out)
+    }
+
+    #[test]
+    fn integers_truncate_and_refuse_the_wrong_kind() {
+        assert_eq!(put(DataType::Uint8, Number::Uint(300)), Some(vec![44]));
+        assert_eq!(put(DataType::Uint8, Number::Int(-1)), None);
+        assert_eq!(put(DataType::Uint8, Number::Double(1.0)), None);
+        assert_eq!(put(DataType::Int8, Number::Int(-1)), Some(vec![0xFF]));
+        assert_eq!(put(DataType::Int16, Number::Uint(u64::MAX)), None);
+        assert_eq!(put(DataType::Int64, Number::Double(2.0)), None);
+        assert_eq!(
+            put(DataType::Uint32, Number::Uint(7)),
+            Some(7u32.to_le_bytes().to_vec())
+        );
+    }
+
+    #[test]
+    fn floats_take_every_number_rounded() {
+        assert_eq!(
+            put(DataType::Fp32, Number::Double(0.1)),
+            Some(0.1f32.to_le_bytes().to_vec())
+        );
+        assert_eq!(
+            put(DataType::Fp32, Number::Uint(16_777_217)),
+            Some(16_777_216f32.to_le_bytes().to_vec())
+        );
+        assert_eq!(
+            put(DataType::Fp64, Number::Int(-3)),
+            Some((-3f64).to_le_bytes().to_vec())
+        );
+        assert_eq!(
+            put(DataType::Fp16, Number::Double(1.5)),
+            Some(f16::from_f64(1.5).to_le_bytes().to_vec())
+        );
+        assert_eq!(
+            put(DataType::Bf16, Number::Double(1.5)),
+            Some(bf16::from_f64(1.5).to_le_bytes().to_vec())
+        );
+        assert!(putter(DataType::Bool).is_none());
+        assert!(putter(DataType::Bytes).is_none());
+    }
+}
