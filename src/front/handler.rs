@@ -18,12 +18,12 @@ impl Gateway {
         let Some(route) = Route::classify_target(&req.path, &self.config().v1.path_prefix) else {
             return HttpResponse::error(&Error::route_not_found());
         };
-        self.handle_route(&route, &req).await
+        self.handle_route(&route, req).await
     }
 
     /// Answers a request whose route is already known, as one complete
     /// response (a `/generate_stream` answer is collected).
-    pub async fn handle_route(&self, route: &Route, req: &HttpRequest) -> HttpResponse {
+    pub async fn handle_route(&self, route: &Route, req: HttpRequest) -> HttpResponse {
         match self.answer(route, req).await {
             Answer::Full(response) => response,
             Answer::Streamed(streamed) => streamed.collect().await,
@@ -33,9 +33,12 @@ impl Gateway {
     /// The entry point of the pingora glue: answers (a `/generate_stream`
     /// answer streamed) and accounts for it: its trace context (sent
     /// upstream), its span, metrics, one access-log line. For a streamed
-    /// answer the times and bytes are those up to the first event.
-    pub async fn answer(&self, route: &Route, req: &HttpRequest) -> Answer {
+    /// answer the times and bytes are those up to the first event. The
+    /// request is the pipeline's: `/infer` lets go of the body as soon as
+    /// it is decoded.
+    pub async fn answer(&self, route: &Route, mut req: HttpRequest) -> Answer {
         let started = std::time::Instant::now();
+        let bytes_in = req.body.len();
         let span = tracing::info_span!(
             "request",
             otel.name = route.name(),
@@ -50,7 +53,7 @@ impl Gateway {
             .joined(&span);
         let trace_id = trace.trace_id();
         let ctx = RequestContext::traced(trace);
-        let answer = self.answer_route(&ctx, route, req);
+        let answer = self.answer_route(&ctx, route, &mut req);
         let answer = answer.instrument(span.clone()).await;
         let upstream = ctx.upstream_use();
         let (status, bytes_out) = match &answer {
@@ -71,8 +74,7 @@ impl Gateway {
         self.account(
             route.name(),
             model,
-            req,
-            (status, bytes_out),
+            (bytes_in, status, bytes_out),
             took,
             upstream.time,
         );
@@ -84,7 +86,7 @@ impl Gateway {
                 route = route.name(),
                 model,
                 status,
-                bytes_in = req.body.len(),
+                bytes_in,
                 bytes_out,
                 total_us = took.as_micros() as u64,
                 upstream_us = upstream.time.as_micros() as u64,
@@ -99,8 +101,7 @@ impl Gateway {
         &self,
         name: &str,
         model: &str,
-        req: &HttpRequest,
-        (status, bytes_out): (u16, usize),
+        (bytes_in, status, bytes_out): (usize, u16, usize),
         took: std::time::Duration,
         upstream: std::time::Duration,
     ) {
@@ -115,14 +116,19 @@ impl Gateway {
             .observe(took.saturating_sub(upstream).as_secs_f64());
         m.bytes_in
             .with_label_values(&[name])
-            .inc_by(req.body.len() as u64);
+            .inc_by(bytes_in as u64);
         m.bytes_out
             .with_label_values(&[name])
             .inc_by(bytes_out as u64);
     }
 
     /// Access rules, then the route's answer; every failure an answer.
-    async fn answer_route(&self, ctx: &RequestContext, route: &Route, req: &HttpRequest) -> Answer {
+    async fn answer_route(
+        &self,
+        ctx: &RequestContext,
+        route: &Route,
+        req: &mut HttpRequest,
+    ) -> Answer {
         let credential = bearer(req.header("Authorization"));
         let guard = self.guard();
         let _permit = match guard
@@ -155,7 +161,7 @@ impl Gateway {
         &self,
         ctx: &RequestContext,
         route: &Route,
-        req: &HttpRequest,
+        req: &mut HttpRequest,
     ) -> Result<Answer> {
         match route {
             Route::Infer(model) => self.infer(ctx, model, req).await.map(Answer::Full),

@@ -20,7 +20,7 @@ impl Gateway {
         &self,
         ctx: &RequestContext,
         model: &ModelRef,
-        req: &HttpRequest,
+        req: &mut HttpRequest,
     ) -> Result<HttpResponse> {
         let info = self.model_info(ctx, model).await.map_err(Error::plain)?;
         if info.as_ref().is_some_and(|i| i.decoupled) {
@@ -29,7 +29,9 @@ impl Gateway {
             )
             .plain());
         }
-        let body = self.decompress(req)?;
+        // The body goes into the decoder: a JSON body is freed once decoded,
+        // a binary one once the tensors sliced from it have gone upstream.
+        let body = self.decompress(std::mem::take(&mut req.body), req)?;
         let decoded = v2_request::decode(
             &model.name,
             &model.version,
@@ -50,6 +52,8 @@ impl Gateway {
         checks::tensor_sizes(&request, info.as_deref())?;
         self.forward_headers(req, &mut request);
         let response = self.call_infer(ctx, &request).await?;
+        // Sent: the answer is made without the input tensors.
+        request.inputs = Vec::new();
         let encoded = v2_response::encode(&response, &request)?;
         Ok(self.infer_response(encoded, req.header("Accept-Encoding")))
     }
@@ -76,15 +80,15 @@ impl Gateway {
 
     /// Request `Content-Encoding` (protocol §4.1): gzip/deflate inflated with
     /// the decompressed-size limit; anything else is 501.
-    fn decompress(&self, req: &HttpRequest) -> Result<Bytes> {
+    fn decompress(&self, body: Bytes, req: &HttpRequest) -> Result<Bytes> {
         let encoding =
             compress::request_encoding(req.header("Content-Encoding")).map_err(|()| {
                 Error::new(Kind::UnsupportedEncoding, "Unsupported compression type").plain()
             })?;
         if encoding == compress::Encoding::Identity {
-            return Ok(req.body.clone());
+            return Ok(body);
         }
-        compress::inflate(&req.body, self.config().limits.max_input_size)
+        compress::inflate(&body, self.config().limits.max_input_size)
             .map(Bytes::from)
             .map_err(|e| Error::invalid(e.to_string()).plain())
     }

@@ -106,13 +106,13 @@ impl GatewayService {
                 .map(|a| a.ip()),
         };
         if !route.is_generate() {
-            let response = self.gateway.handle_route(&route, &request).await;
+            let response = self.gateway.handle_route(&route, request).await;
             return self.write_now(session, response, false, shutdown).await;
         }
         // A generation may take long before its first response: a client
         // that goes away meanwhile drops the pipeline, cancelling upstream.
         let answer = tokio::select! {
-            answer = self.gateway.answer(&route, &request) => answer,
+            answer = self.gateway.answer(&route, request) => answer,
             _ = session.read_body_or_idle(true) => {
                 client_gone(session);
                 return Ok(());

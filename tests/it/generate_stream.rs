@@ -153,7 +153,7 @@ async fn a_slow_reader_holds_the_upstream_back() {
         peer: None,
     };
     let route = Route::classify(&request.path).expect("route");
-    let Answer::Streamed(mut streamed) = h.gateway.answer(&route, &request).await else {
+    let Answer::Streamed(mut streamed) = h.gateway.answer(&route, request).await else {
         panic!("a streamed answer");
     };
     streamed.body.recv().await.expect("first event");
