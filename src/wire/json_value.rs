@@ -84,6 +84,16 @@ impl Value {
         }
     }
 
+    /// The number, as the parser read it; `None` if `self` is not a number.
+    pub(crate) fn as_number(&self) -> Option<Number> {
+        match *self {
+            Value::Uint(u) => Some(Number::Uint(u)),
+            Value::Int(i) => Some(Number::Int(i)),
+            Value::Double(d) => Some(Number::Double(d)),
+            _ => None,
+        }
+    }
+
     /// rapidjson `GetBool` guarded by `IsBool`.
     pub fn as_bool(&self) -> Option<bool> {
         match self {
@@ -339,16 +349,14 @@ impl Array {
     /// appended) when a [`filling`](Array::filling) array cannot take it.
     #[must_use]
     pub(crate) fn push(&mut self, v: Value) -> bool {
-        match v {
-            Value::Uint(u) => self.push_number(Number::Uint(u)),
-            Value::Int(i) => self.push_number(Number::Int(i)),
-            Value::Double(d) => self.push_number(Number::Double(d)),
-            _ if self.filling_start().is_some() => false,
-            other => {
-                self.push_value(other);
-                true
-            }
+        if let Some(n) = v.as_number() {
+            return self.push_number(n);
         }
+        if self.filling_start().is_some() {
+            return false;
+        }
+        self.push_value(v);
+        true
     }
 
     /// The first element decides the compact kind; a number of another kind

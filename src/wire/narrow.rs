@@ -41,14 +41,15 @@ fn number(n: Number) -> Option<f64> {
     })
 }
 
-/// One function per element type: appends `n`'s little-endian bytes, or
-/// returns `false` (nothing written) when Triton's accessor would refuse it.
+/// One function per element type: appends `n` narrowed by `$le` (to
+/// little-endian bytes), or returns `false` (nothing written) when Triton's
+/// accessor `$take` would refuse it.
 macro_rules! put {
-    ($name:ident, $take:ident, $narrow:expr) => {
+    ($name:ident, $take:ident, $le:expr) => {
         fn $name(n: Number, out: &mut Vec<u8>) -> bool {
             match $take(n) {
                 Some(v) => {
-                    out.extend_from_slice(&$narrow(v).to_le_bytes());
+                    out.extend_from_slice(&$le(v));
                     true
                 }
                 None => false,
@@ -57,18 +58,18 @@ macro_rules! put {
     };
 }
 
-put!(put_u8, unsigned, |v: u64| v as u8);
-put!(put_u16, unsigned, |v: u64| v as u16);
-put!(put_u32, unsigned, |v: u64| v as u32);
-put!(put_u64, unsigned, |v: u64| v);
-put!(put_i8, signed, |v: i64| v as i8);
-put!(put_i16, signed, |v: i64| v as i16);
-put!(put_i32, signed, |v: i64| v as i32);
-put!(put_i64, signed, |v: i64| v);
-put!(put_f16, number, f16::from_f64);
-put!(put_bf16, number, bf16::from_f64);
-put!(put_f32, number, |v: f64| v as f32);
-put!(put_f64, number, |v: f64| v);
+put!(put_u8, unsigned, |v: u64| (v as u8).to_le_bytes());
+put!(put_u16, unsigned, |v: u64| (v as u16).to_le_bytes());
+put!(put_u32, unsigned, |v: u64| (v as u32).to_le_bytes());
+put!(put_u64, unsigned, u64::to_le_bytes);
+put!(put_i8, signed, |v: i64| (v as i8).to_le_bytes());
+put!(put_i16, signed, |v: i64| (v as i16).to_le_bytes());
+put!(put_i32, signed, |v: i64| (v as i32).to_le_bytes());
+put!(put_i64, signed, i64::to_le_bytes);
+put!(put_f16, number, fp16_le);
+put!(put_bf16, number, bf16_le);
+put!(put_f32, number, fp32_le);
+put!(put_f64, number, f64::to_le_bytes);
 
 /// The writer for `dtype`'s elements; `None` for BOOL and BYTES, whose
 /// elements are not numbers.

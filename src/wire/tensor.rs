@@ -9,7 +9,7 @@ use half::{bf16, f16};
 use crate::error::{Error, Result};
 use crate::model::DataType;
 use crate::wire::json::Value;
-use crate::wire::json_value::{Number, Numbers};
+use crate::wire::json_value::Numbers;
 use crate::wire::json_write::{write_f32, write_f64, write_i64, write_str, write_u64};
 use crate::wire::narrow::{self, bf16_le, fp16_le, fp32_le};
 
@@ -128,13 +128,7 @@ fn encode_leaf(dtype: DataType, leaf: &Value, out: &mut Vec<u8>) -> Result<()> {
     }
     let put = narrow::putter(dtype)
         .ok_or_else(|| Error::internal("BYTES is encoded by encode_json_bytes"))?;
-    let taken = match *leaf {
-        Value::Uint(u) => put(Number::Uint(u), out),
-        Value::Int(i) => put(Number::Int(i), out),
-        Value::Double(d) => put(Number::Double(d), out),
-        _ => false,
-    };
-    if taken {
+    if leaf.as_number().is_some_and(|n| put(n, out)) {
         return Ok(());
     }
     Err(leaf_error(match dtype {
