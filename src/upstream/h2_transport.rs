@@ -230,15 +230,22 @@ fn send_frame(
     }
 }
 
-/// The rest of a streaming body, each message sent once the backend has
-/// room for more (its flow control holds a fast sender back).
+/// The rest of a streaming body, sent as the backend's flow control lets
+/// it: frames go out while the stream has send capacity, and only when it
+/// has none does this wait for more (`RESERVE` beyond what is buffered).
+/// Asking for capacity before every frame instead would hand back what the
+/// stream holds beyond that one frame, so each frame would wait for the
+/// previous one to be written: one `writev` per 64 KiB of a streamed
+/// `/infer` body (measured: 36 per 2×1 MiB request instead of 4).
 async fn send_rest(mut body: Body, mut stream: SendStream<Bytes>) {
     loop {
-        stream.reserve_capacity(1);
-        match poll_fn(|cx| stream.poll_capacity(cx)).await {
-            Some(Ok(_)) => {}
-            // The stream is gone (reset or answered): nothing to send to.
-            None | Some(Err(_)) => return,
+        if stream.capacity() == 0 {
+            stream.reserve_capacity(RESERVE);
+            match poll_fn(|cx| stream.poll_capacity(cx)).await {
+                Some(Ok(_)) => {}
+                // The stream is gone (reset or answered): nothing to send to.
+                None | Some(Err(_)) => return,
+            }
         }
         let frame = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
         match send_frame(frame, &body, &mut stream) {
@@ -247,6 +254,12 @@ async fn send_rest(mut body: Body, mut stream: SendStream<Bytes>) {
         }
     }
 }
+
+/// The send capacity a streaming body asks for beyond what it buffered:
+/// the stream window we grant backends ourselves, so a backend with the
+/// same window is kept full, while a slow one holds the body back after
+/// at most this much plus one frame.
+const RESERVE: usize = 1 << 20;
 
 /// A response body as tonic reads it: the DATA frames (their flow-control
 /// credit returned as they are handed on), then the trailers.
