@@ -12,6 +12,7 @@
 //! the tests is the crate `tensorgate-demo`.
 
 pub(crate) mod app;
+pub(crate) mod body;
 pub mod config;
 pub(crate) mod context;
 pub(crate) mod error;

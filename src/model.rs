@@ -152,6 +152,9 @@ pub enum InputData {
     /// Serialized tensor bytes (little-endian, BYTES length-prefixed).
     Raw(Bytes),
     SharedMemory(SharedMemory),
+    /// This many bytes that follow in the rest of a streamed request body
+    /// (`body::BodyRest`), in input order; never BYTES.
+    Streamed(u64),
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -50,7 +50,7 @@ fn check(data: &[u8]) {
             .iter()
             .map(|i| match &i.data {
                 InputData::Raw(b) => b.len(),
-                InputData::SharedMemory(_) => 0,
+                InputData::SharedMemory(_) | InputData::Streamed(_) => 0,
             })
             .sum();
         assert_eq!(used, body.len());

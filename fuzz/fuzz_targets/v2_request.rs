@@ -2,13 +2,15 @@
 //! (`Inference-Header-Content-Length`, `binary_data_size` slicing) and the
 //! JSON request decoder. The first byte picks the header length mode; the
 //! decoder must never panic and every slice it returns must lie inside the
-//! body.
+//! body. The same header is also decoded as a streamed body's (the tail
+//! still to come, its length declared or not): the promised sizes must
+//! never exceed a declared tail.
 #![no_main]
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use tensorgate::model::InputData;
-use tensorgate::wire::v2_request::{decode, Body, DecodeLimits};
+use tensorgate::wire::v2_request::{decode, decode_streamed, short_tail, Body, DecodeLimits};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else { return };
@@ -19,6 +21,21 @@ fuzz_target!(|data: &[u8]| {
         _ => Some(String::from_utf8_lossy(&rest[..rest.len().min(4)]).into_owned()),
     };
     let limits = DecodeLimits { max_input_size: 1 << 20, max_json_depth: 100 };
+    let header_len = rest.len() / 2;
+    for tail_len in [None, Some((rest.len() - header_len) as u64)] {
+        if let Ok(request) = decode_streamed("m", "", &rest[..header_len], tail_len, limits) {
+            let promised: u64 = request
+                .inputs
+                .iter()
+                .map(|i| match i.data {
+                    InputData::Streamed(n) => n,
+                    _ => 0,
+                })
+                .fold(0, u64::saturating_add);
+            assert!(tail_len.is_none_or(|len| promised == len));
+            let _ = short_tail(&request, promised / 2);
+        }
+    }
     if let Ok(Body::Json(request)) = decode("m", "", body.clone(), ihcl.as_deref().map(str::as_bytes), limits) {
         for input in &request.inputs {
             if let InputData::Raw(bytes) = &input.data {

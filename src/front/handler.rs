@@ -38,7 +38,7 @@ impl Gateway {
     /// it is decoded.
     pub async fn answer(&self, route: &Route, mut req: HttpRequest) -> Answer {
         let started = std::time::Instant::now();
-        let bytes_in = req.body.len();
+        let bytes_in = req.body_len() as usize;
         let span = tracing::info_span!(
             "request",
             otel.name = route.name(),

@@ -5,6 +5,7 @@
 use bytes::Bytes;
 use http::Method;
 
+use crate::body::BodyRest;
 use crate::error::Error;
 
 /// The `Via` value of every answer (RFC 9110 §7.6.3): the protocol the
@@ -26,12 +27,47 @@ pub struct HttpRequest {
     pub path: String,
     /// Header names as the client wrote them (case preserved, protocol §4.3).
     pub headers: Vec<(String, Bytes)>,
+    /// The body; of a streamed `/infer` body, only what came with its
+    /// JSON header (at least the header).
     pub body: Bytes,
     /// The client's IP (rate and concurrency limits), when known.
     pub peer: Option<std::net::IpAddr>,
+    /// The rest of a streamed body, still arriving.
+    pub(crate) rest: Option<StreamedRest>,
+}
+
+/// The part of a streamed body that follows `HttpRequest::body`.
+#[derive(Debug, Clone)]
+pub(crate) struct StreamedRest {
+    pub(crate) rest: BodyRest,
+    /// Its length, when the client declared the body's (`Content-Length`).
+    pub(crate) len: Option<u64>,
 }
 
 impl HttpRequest {
+    /// A request whose whole body is in hand.
+    pub fn new(
+        method: Method,
+        path: impl Into<String>,
+        headers: Vec<(String, Bytes)>,
+        body: Bytes,
+    ) -> HttpRequest {
+        HttpRequest {
+            method,
+            path: path.into(),
+            headers,
+            body,
+            peer: None,
+            rest: None,
+        }
+    }
+
+    /// The body's length: what is in hand and, when declared, the rest.
+    pub fn body_len(&self) -> u64 {
+        let rest = self.rest.as_ref().and_then(|r| r.len).unwrap_or(0);
+        self.body.len() as u64 + rest
+    }
+
     /// First header with this name, compared case-insensitively.
     pub fn header(&self, name: &str) -> Option<&[u8]> {
         self.headers

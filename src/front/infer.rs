@@ -2,18 +2,22 @@
 //! decompression, header split, decode, model-level checks, header
 //! forwarding, `ModelInfer` upstream, encode, response compression.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use crate::app::Gateway;
+use crate::body::{BodyRest, Fault};
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
-use crate::front::http::{HttpRequest, HttpResponse};
+use crate::front::http::{HttpRequest, HttpResponse, StreamedRest};
 use crate::front::route::ModelRef;
-use crate::model::{InferRequest, Param};
+use crate::model::{DataType, InferRequest, InputData, ModelInfo, Param};
 use crate::translate::sequence::request_sequence_key;
 use crate::translate::{checks, from_grpc, to_grpc};
 use crate::upstream::Target;
 use crate::wire::{compress, v2_request, v2_response};
+
+/// The header that splits a binary body (protocol §2.1).
+const IHCL: &str = "Inference-Header-Content-Length";
 
 impl Gateway {
     pub(crate) async fn infer(
@@ -29,33 +33,85 @@ impl Gateway {
             )
             .plain());
         }
-        // The body goes into the decoder: a JSON body is freed once decoded,
-        // a binary one once the tensors sliced from it have gone upstream.
+        let (mut request, rest) = match req.rest.take() {
+            Some(rest) => self.decode_streamed(model, req, rest).await?,
+            None => (self.decode_whole(model, req, info.as_deref())?, None),
+        };
+        checks::classification(&request, info.as_deref())?;
+        checks::tensor_sizes(&request, info.as_deref())?;
+        self.forward_headers(req, &mut request);
+        let response = self.send_infer(ctx, &request, rest.as_ref()).await?;
+        // Sent: the answer is made without the input tensors.
+        request.inputs = Vec::new();
+        let encoded = v2_response::encode(&response, &request)?;
+        Ok(self.infer_response(encoded, req.header("Accept-Encoding")))
+    }
+
+    /// Decodes a body in hand. It goes into the decoder: a JSON body is
+    /// freed once decoded, a binary one once the tensors sliced from it
+    /// have gone upstream.
+    fn decode_whole(
+        &self,
+        model: &ModelRef,
+        req: &mut HttpRequest,
+        info: Option<&ModelInfo>,
+    ) -> Result<InferRequest> {
         let body = self.decompress(std::mem::take(&mut req.body), req)?;
         let decoded = v2_request::decode(
             &model.name,
             &model.version,
             body,
-            req.header("Inference-Header-Content-Length"),
+            req.header(IHCL),
             self.decode_limits(),
         )?;
-        let mut request = match decoded {
-            v2_request::Body::Json(request) => request,
+        match decoded {
+            v2_request::Body::Json(request) => Ok(request),
             v2_request::Body::Raw(body) => {
-                let info = info.as_deref().ok_or_else(|| {
+                let info = info.ok_or_else(|| {
                     Error::unsupported("raw binary requests need the model configuration, which the upstream does not provide")
                 })?;
-                checks::raw_request(&model.name, &model.version, info, body)?
+                checks::raw_request(&model.name, &model.version, info, body)
             }
-        };
-        checks::classification(&request, info.as_deref())?;
-        checks::tensor_sizes(&request, info.as_deref())?;
-        self.forward_headers(req, &mut request);
-        let response = self.call_infer(ctx, &request).await?;
-        // Sent: the answer is made without the input tensors.
-        request.inputs = Vec::new();
-        let encoded = v2_response::encode(&response, &request)?;
-        Ok(self.infer_response(encoded, req.header("Accept-Encoding")))
+        }
+    }
+
+    /// Decodes the JSON header of a body still arriving (`front::session`
+    /// streams only binary bodies whose whole header is in `req.body`).
+    /// Its binary inputs are streamed from the rest, unless one is BYTES:
+    /// BYTES framing is checked on the bytes in hand, so that body is read
+    /// to its end first and decoded whole.
+    async fn decode_streamed(
+        &self,
+        model: &ModelRef,
+        req: &mut HttpRequest,
+        rest: StreamedRest,
+    ) -> Result<(InferRequest, Option<BodyRest>)> {
+        let header_len = usize::try_from(v2_request::atoi(req.header(IHCL).unwrap_or_default()))
+            .unwrap_or(0)
+            .min(req.body.len());
+        let in_hand = (req.body.len() - header_len) as u64;
+        let request = v2_request::decode_streamed(
+            &model.name,
+            &model.version,
+            &req.body[..header_len],
+            rest.len.map(|n| n + in_hand),
+            self.decode_limits(),
+        )?;
+        let bytes_input = request.inputs.iter().any(|i| {
+            matches!(i.data, InputData::Streamed(_))
+                && DataType::parse(i.datatype.as_bytes()) == Some(DataType::Bytes)
+        });
+        if !bytes_input {
+            rest.rest.unread(req.body.slice(header_len..));
+            return Ok((request, Some(rest.rest)));
+        }
+        let chunks = rest.rest.collect().await.map_err(body_fault)?;
+        let mut body = BytesMut::from(&req.body[..]);
+        chunks
+            .iter()
+            .for_each(|chunk| body.extend_from_slice(chunk));
+        req.body = body.freeze();
+        Ok((self.decode_whole(model, req, None)?, None))
     }
 
     /// `ModelInfer` on a backend serving the model (the sequence's own
@@ -68,13 +124,46 @@ impl Gateway {
         ctx: &RequestContext,
         request: &InferRequest,
     ) -> Result<crate::model::InferResponse> {
+        self.send_infer(ctx, request, None).await
+    }
+
+    /// [`Gateway::call_infer`]; a request with streamed inputs has their
+    /// bytes sent from `rest` as they arrive. A body that broke off, ran
+    /// short or ran long fails the call (the upstream's stream is reset
+    /// before the message completes) and is answered with Triton's text.
+    async fn send_infer(
+        &self,
+        ctx: &RequestContext,
+        request: &InferRequest,
+        rest: Option<&BodyRest>,
+    ) -> Result<crate::model::InferResponse> {
         let sequence = request_sequence_key(request);
         let target = Target {
             model: Some(&request.model_name),
             sequence: sequence.as_deref(),
         };
         let message = to_grpc::model_infer(request);
-        let response = self.pool().model_infer(ctx, &target, message).await?;
+        let pool = self.pool();
+        let response = match rest {
+            None => pool.model_infer(ctx, &target, message).await?,
+            Some(rest) => {
+                let streamed = to_grpc::streamed_sizes(request);
+                let sent = pool
+                    .model_infer_streamed(ctx, &target, message, &streamed, rest.clone())
+                    .await;
+                match (sent, rest.fault()) {
+                    (Ok(response), _) => response,
+                    (Err(_), Some(Fault::Short { read })) => {
+                        return Err(v2_request::short_tail(request, read))
+                    }
+                    (Err(_), Some(Fault::Long)) => {
+                        return Err(v2_request::long_tail(&request.model_name))
+                    }
+                    (Err(_), Some(fault)) => return Err(body_fault(fault)),
+                    (Err(error), None) => return Err(error),
+                }
+            }
+        };
         Ok(from_grpc::model_infer(response, &request.id))
     }
 
@@ -131,4 +220,11 @@ impl Gateway {
             body,
         }
     }
+}
+
+/// A body whose feed stopped: the session answers the reason it knows (a
+/// limit, a deadline) or nobody, if the client left; this text is for the
+/// record only.
+fn body_fault(fault: Fault) -> Error {
+    Error::invalid(format!("the request body broke off ({fault:?})"))
 }

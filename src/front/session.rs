@@ -14,9 +14,12 @@ use pingora_core::{Error as PingoraError, Result as PingoraResult};
 use pingora_http::ResponseHeader;
 
 use crate::app::Gateway;
+use crate::body::{self, BodyFeed};
+use crate::config::Limits;
 use crate::error::{Error, Kind};
-use crate::front::http::{via, Answer, HttpRequest, HttpResponse, StreamedResponse};
+use crate::front::http::{via, Answer, HttpRequest, HttpResponse, StreamedResponse, StreamedRest};
 use crate::front::route::Route;
+use crate::wire::{compress, v2_request};
 
 /// Answers the gateway's routes (every route is answered here; nothing is
 /// proxied raw).
@@ -66,45 +69,28 @@ impl GatewayService {
             return self.write_now(session, refusal, true, shutdown).await;
         };
         let body_timeout = self.gateway.config().limits.body_timeout();
-        let body = match tokio::time::timeout(body_timeout, self.read_body(session)).await {
-            Err(_) => Err(BodyError::Refused(Error::new(
-                Kind::RequestTimeout,
-                format!(
-                    "the request body did not arrive within {} ms",
-                    body_timeout.as_millis()
-                ),
-            ))),
+        let deadline = tokio::time::Instant::now() + body_timeout;
+        let header_len = self.streams_from(&route, session);
+        let read = tokio::time::timeout_at(deadline, self.read_body(session, header_len)).await;
+        let read = match read.unwrap_or_else(|_| Err(slow_body(body_timeout))) {
             Ok(read) => read,
+            Err(error) => return self.body_failed(session, &route, error, shutdown).await,
         };
-        let body = match body {
-            Ok(body) => body,
-            Err(BodyError::Refused(error)) => {
-                let reason = match error.kind {
-                    Kind::RequestTimeout => "slow",
-                    Kind::PayloadTooLarge => "size",
-                    _ => "malformed",
-                };
-                let metrics = self.gateway.metrics();
-                metrics.rejected.with_label_values(&[reason]).inc();
-                linger(session).await;
-                let refusal = crate::front::v1::refusal(&self.gateway, &route, &error);
-                return self.write_now(session, refusal, true, shutdown).await;
-            }
-            Err(BodyError::Gone) => {
-                session.set_keepalive(None);
-                return Ok(());
-            }
+        let peer = session
+            .client_addr()
+            .and_then(|a| a.as_inet())
+            .map(|a| a.ip());
+        let (body, head) = match read {
+            Read::Whole(body) => (body, None),
+            Read::Head(body, counted) => (body, Some(counted)),
         };
-        let request = HttpRequest {
-            method,
-            path,
-            headers,
-            body,
-            peer: session
-                .client_addr()
-                .and_then(|a| a.as_inet())
-                .map(|a| a.ip()),
-        };
+        let mut request = HttpRequest::new(method, path, headers, body);
+        request.peer = peer;
+        if let Some(counted) = head {
+            return self
+                .stream_body(session, &route, request, counted, deadline, shutdown)
+                .await;
+        }
         if !route.is_generate() {
             let response = self.gateway.handle_route(&route, request).await;
             return self.write_now(session, response, false, shutdown).await;
@@ -140,15 +126,16 @@ impl GatewayService {
 
 impl GatewayService {
     /// Reads the whole body into one buffer sized from `Content-Length`,
-    /// enforcing the body-size and chunk-count limits as it goes.
-    async fn read_body(&self, session: &mut ServerSession) -> Result<Bytes, BodyError> {
+    /// enforcing the body-size and chunk-count limits as it goes; with
+    /// `stop_at`, only until that many bytes are in (the JSON header of a
+    /// body to stream), unless the body ends first.
+    async fn read_body(
+        &self,
+        session: &mut ServerSession,
+        stop_at: Option<usize>,
+    ) -> Result<Read, BodyError> {
         let limits = &self.gateway.config().limits;
-        let declared = session
-            .req_header()
-            .headers
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok());
+        let declared = declared_length(session);
         if let Some(n) = declared.filter(|n| *n > limits.max_body_size as u64) {
             return Err(BodyError::Refused(too_large(n, limits.max_body_size)));
         }
@@ -163,8 +150,12 @@ impl GatewayService {
                 .await
                 .map_err(|_| BodyError::Gone)?;
         }
-        let mut body = BytesMut::with_capacity(declared.unwrap_or(0) as usize);
-        let mut chunks = 0usize;
+        let reserve = declared.unwrap_or(0) as usize;
+        let mut body = BytesMut::with_capacity(stop_at.map_or(reserve, |n| n.min(reserve)));
+        let mut counted = Counted {
+            declared,
+            ..Counted::default()
+        };
         while let Some(chunk) = session
             .read_request_body()
             .await
@@ -173,25 +164,116 @@ impl GatewayService {
             if chunk.is_empty() {
                 continue;
             }
-            chunks += 1;
-            if declared.is_none() && chunks > limits.max_chunks {
-                return Err(BodyError::Refused(Error::invalid(format!(
-                    "Chunked request body exceeds maximum of {} non-empty chunks. Send fewer or larger HTTP chunks.",
-                    limits.max_chunks
-                ))));
-            }
-            if body.len() + chunk.len() > limits.max_body_size {
-                return Err(BodyError::Refused(too_large(
-                    (body.len() + chunk.len()) as u64,
-                    limits.max_body_size,
-                )));
-            }
+            counted.add(chunk.len(), limits)?;
             if body.is_empty() && declared == Some(chunk.len() as u64) {
-                return Ok(chunk);
+                return Ok(Read::Whole(chunk));
             }
             body.extend_from_slice(&chunk);
+            if stop_at.is_some_and(|n| body.len() >= n) {
+                return Ok(Read::Head(body.freeze(), counted));
+            }
         }
-        Ok(body.freeze())
+        Ok(Read::Whole(body.freeze()))
+    }
+
+    /// A POST to `/infer` whose body is streamed: the length of its JSON
+    /// header. Streamed are bodies with a binary tail
+    /// (`Inference-Header-Content-Length` above 0, within the JSON size
+    /// limit), not compressed, of [`STREAM_FROM`] bytes or more, or of a
+    /// length not declared (chunked). Other bodies are read whole.
+    fn streams_from(&self, route: &Route, session: &ServerSession) -> Option<usize> {
+        let head = session.req_header();
+        if !matches!(route, Route::Infer(_)) || head.method != http::Method::POST {
+            return None;
+        }
+        let value = |name: &str| head.headers.get(name).map(|v| v.as_bytes());
+        let encoding = compress::request_encoding(value("Content-Encoding"));
+        if encoding != Ok(compress::Encoding::Identity) {
+            return None;
+        }
+        let header_len = v2_request::atoi(value("Inference-Header-Content-Length")?);
+        let header_len = usize::try_from(header_len).ok().filter(|n| *n > 0)?;
+        if header_len > self.gateway.config().limits.max_input_size {
+            return None;
+        }
+        match declared_length(session) {
+            Some(n) if n < STREAM_FROM || n < header_len as u64 => None,
+            _ => Some(header_len),
+        }
+    }
+
+    /// Runs the pipeline while the rest of the body is read into it (see
+    /// `body`), then writes the one answer. A body that fails (a limit, its
+    /// deadline, a client gone) drops the pipeline, which cancels the
+    /// upstream stream before its message completes; the failure is
+    /// answered as for a body read whole. A pipeline that answers before
+    /// the body ended (a refusal) leaves the rest unread: the connection
+    /// then closes after the answer.
+    async fn stream_body(
+        &self,
+        session: &mut ServerSession,
+        route: &Route,
+        mut request: HttpRequest,
+        counted: Counted,
+        deadline: tokio::time::Instant,
+        shutdown: &ShutdownWatch,
+    ) -> PingoraResult<()> {
+        let (feed, rest) = body::channel();
+        let len = counted
+            .declared
+            .map(|n| n.saturating_sub(request.body.len() as u64));
+        request.rest = Some(StreamedRest { rest, len });
+        let limits = &self.gateway.config().limits;
+        let outcome = {
+            let pipeline = self.gateway.handle_route(route, request);
+            let pump = pump(session, feed, counted, limits, deadline);
+            tokio::pin!(pipeline, pump);
+            tokio::select! {
+                response = &mut pipeline => Ok(response),
+                pumped = &mut pump => match pumped {
+                    Ok(()) => Ok((&mut pipeline).await),
+                    Err(error) => Err(error),
+                },
+            }
+        };
+        match outcome {
+            Ok(response) => {
+                let unread = !session.is_body_done();
+                if unread {
+                    linger(session).await;
+                }
+                self.write_now(session, response, unread, shutdown).await
+            }
+            Err(error) => self.body_failed(session, route, error, shutdown).await,
+        }
+    }
+
+    /// Answers a body that could not be read: a refusal (then the
+    /// connection closes), or nothing for a client that is gone.
+    async fn body_failed(
+        &self,
+        session: &mut ServerSession,
+        route: &Route,
+        error: BodyError,
+        shutdown: &ShutdownWatch,
+    ) -> PingoraResult<()> {
+        let error = match error {
+            BodyError::Refused(error) => error,
+            BodyError::Gone => {
+                session.set_keepalive(None);
+                return Ok(());
+            }
+        };
+        let reason = match error.kind {
+            Kind::RequestTimeout => "slow",
+            Kind::PayloadTooLarge => "size",
+            _ => "malformed",
+        };
+        let metrics = self.gateway.metrics();
+        metrics.rejected.with_label_values(&[reason]).inc();
+        linger(session).await;
+        let refusal = crate::front::v1::refusal(&self.gateway, route, &error);
+        self.write_now(session, refusal, true, shutdown).await
     }
 
     /// Writes the one answer. `close` drops the connection afterwards
@@ -316,4 +398,103 @@ fn too_large(size: u64, limit: usize) -> Error {
         Kind::PayloadTooLarge,
         format!("request body of {size} bytes exceeds the maximum allowed size of {limit} bytes. Use --max-body-size to increase the limit."),
     )
+}
+
+/// Bodies of this many bytes or more are streamed upstream as they arrive
+/// instead of read whole first (`GatewayService::streams_from`). Below it
+/// a body costs at most this much memory while read whole, and reading it
+/// whole costs less CPU: at 2×1 MiB, streaming measured 5–10 % more
+/// gateway CPU per request (its writes upstream follow the client's
+/// pace: 36 `writev`s per request instead of 4), with the same latency.
+/// From 2×4 MiB on, both cost the same CPU and streaming holds less.
+const STREAM_FROM: u64 = 4 << 20;
+
+/// What [`GatewayService::read_body`] read.
+enum Read {
+    /// The whole body.
+    Whole(Bytes),
+    /// Its first bytes (the JSON header at least); the rest is to come.
+    Head(Bytes, Counted),
+}
+
+/// A body's chunks and bytes so far, against the limits.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counted {
+    /// `Content-Length`, if the client sent one.
+    declared: Option<u64>,
+    chunks: usize,
+    bytes: usize,
+}
+
+impl Counted {
+    /// Counts one more non-empty chunk: refused past the body-size limit,
+    /// or past the chunk-count limit for a body of undeclared length.
+    fn add(&mut self, len: usize, limits: &Limits) -> Result<(), BodyError> {
+        self.chunks += 1;
+        if self.declared.is_none() && self.chunks > limits.max_chunks {
+            return Err(BodyError::Refused(Error::invalid(format!(
+                "Chunked request body exceeds maximum of {} non-empty chunks. Send fewer or larger HTTP chunks.",
+                limits.max_chunks
+            ))));
+        }
+        self.bytes = self.bytes.saturating_add(len);
+        if self.bytes > limits.max_body_size {
+            return Err(BodyError::Refused(too_large(
+                self.bytes as u64,
+                limits.max_body_size,
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Reads the rest of a streamed body into `feed`, within the limits, and
+/// marks its end. Stops quietly when nobody reads the rest any more (the
+/// pipeline answered without it). `deadline` is the body's: time spent
+/// waiting for room in the queue (the upstream holding the body back) is
+/// added to it, so a slow upstream is never blamed on the client.
+async fn pump(
+    session: &mut ServerSession,
+    feed: BodyFeed,
+    mut counted: Counted,
+    limits: &Limits,
+    mut deadline: tokio::time::Instant,
+) -> Result<(), BodyError> {
+    loop {
+        let read = tokio::time::timeout_at(deadline, session.read_request_body()).await;
+        let read = read.map_err(|_| slow_body(limits.body_timeout()))?;
+        let Some(chunk) = read.map_err(|e| body_error(&e))? else {
+            let _ = feed.end().await;
+            return Ok(());
+        };
+        if chunk.is_empty() {
+            continue;
+        }
+        counted.add(chunk.len(), limits)?;
+        let waiting = tokio::time::Instant::now();
+        if feed.send(chunk).await.is_err() {
+            return Ok(());
+        }
+        deadline += waiting.elapsed();
+    }
+}
+
+/// `Content-Length`, when the client sent one that parses.
+fn declared_length(session: &ServerSession) -> Option<u64> {
+    session
+        .req_header()
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+}
+
+fn slow_body(limit: std::time::Duration) -> BodyError {
+    BodyError::Refused(Error::new(
+        Kind::RequestTimeout,
+        format!(
+            "the request body did not arrive within {} ms",
+            limit.as_millis()
+        ),
+    ))
 }

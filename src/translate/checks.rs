@@ -157,8 +157,12 @@ pub(crate) fn tensor_sizes(request: &InferRequest, info: Option<&ModelInfo>) -> 
         if info.is_some_and(|info| !signature_matches(info, input)) {
             return Ok(());
         }
-        let InputData::Raw(data) = &input.data else {
-            continue;
+        // A streamed input's bytes are not here yet: only its size is
+        // (streamed inputs are never BYTES, whose framing needs the bytes).
+        let (len, data) = match &input.data {
+            InputData::Raw(data) => (data.len() as u64, Some(data)),
+            InputData::Streamed(len) => (*len, None),
+            InputData::SharedMemory(_) => continue,
         };
         let (Some(dtype), Some(count)) = (
             DataType::parse(input.datatype.as_bytes()),
@@ -170,16 +174,16 @@ pub(crate) fn tensor_sizes(request: &InferRequest, info: Option<&ModelInfo>) -> 
         match dtype.element_size() {
             Some(size) => {
                 let expected = count.checked_mul(size as u64);
-                if expected != Some(data.len() as u64) {
+                if expected != Some(len) {
                     let expected =
                         expected.map_or_else(|| "overflow".to_string(), |e| e.to_string());
                     return Err(Error::invalid(format!(
-                        "{id}input byte size mismatch for input '{name}' for model '{model}'. Expected {expected}, got {}",
-                        data.len()
+                        "{id}input byte size mismatch for input '{name}' for model '{model}'. Expected {expected}, got {len}"
                     )));
                 }
             }
             None => {
+                let Some(data) = data else { continue };
                 if let Some(short) = check_framing(data, count, &id, name, model)? {
                     incomplete = Some(short);
                 }

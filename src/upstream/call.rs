@@ -13,6 +13,7 @@ use super::encoded::EncodedInfer;
 pub(crate) use super::failure::failure_text;
 use super::pool::{Pool, Target};
 use super::Client;
+use crate::body::BodyRest;
 use crate::context::RequestContext;
 use crate::error::{causes, duration_text, Error, Kind, Result};
 use crate::proto::inference::{ModelInferRequest, ModelInferResponse};
@@ -222,6 +223,32 @@ impl Pool {
         message: ModelInferRequest,
     ) -> Result<ModelInferResponse> {
         let encoded = EncodedInfer::new(message, self.settings().max_message_bytes);
+        self.send_infer(ctx, target, encoded).await
+    }
+
+    /// [`Pool::model_infer`] for a message whose entries `streamed` gives
+    /// sizes for follow from `rest` as the client sends them (see
+    /// `EncodedInfer::streamed`). Only an attempt that took nothing of the
+    /// rest may be retried.
+    pub(crate) async fn model_infer_streamed(
+        &self,
+        ctx: &RequestContext,
+        target: &Target<'_>,
+        message: ModelInferRequest,
+        streamed: &[Option<u64>],
+        rest: BodyRest,
+    ) -> Result<ModelInferResponse> {
+        let limit = self.settings().max_message_bytes;
+        let encoded = EncodedInfer::streamed(message, limit, streamed, rest);
+        self.send_infer(ctx, target, encoded).await
+    }
+
+    async fn send_infer(
+        &self,
+        ctx: &RequestContext,
+        target: &Target<'_>,
+        encoded: std::result::Result<EncodedInfer, tonic::Status>,
+    ) -> Result<ModelInferResponse> {
         self.call(ctx, target, None, |mut client, timeout| {
             let request = EncodedInfer::request(request(encoded.clone(), timeout, ctx.trace()));
             async move { client.model_infer(request?).await }

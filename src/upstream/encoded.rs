@@ -18,6 +18,7 @@ use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, Wi
 use prost::Message;
 use tonic::{Request, Status};
 
+use crate::body::BodyRest;
 use crate::proto::inference::ModelInferRequest;
 
 /// `raw_input_contents`' field number in `ModelInferRequest`.
@@ -34,15 +35,35 @@ const COPY_BELOW: usize = 16 << 10;
 /// clone (reference counts), so every attempt of a call sends the same.
 #[derive(Clone)]
 pub(crate) struct EncodedInfer {
-    pieces: Vec<Bytes>,
+    pieces: Vec<Piece>,
+    /// Where `Piece::Rest` bytes come from.
+    rest: Option<BodyRest>,
+}
+
+/// A piece of the message: bytes in hand, or this many bytes still to
+/// come from the request body's rest.
+#[derive(Clone)]
+pub(crate) enum Piece {
+    Ready(Bytes),
+    Rest(u64),
+}
+
+impl Piece {
+    pub(crate) fn len(&self) -> u64 {
+        match self {
+            Piece::Ready(bytes) => bytes.len() as u64,
+            Piece::Rest(len) => *len,
+        }
+    }
 }
 
 /// The pieces' lengths, never tensor bytes.
 impl std::fmt::Debug for EncodedInfer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let lengths: Vec<usize> = self.pieces.iter().map(Bytes::len).collect();
+        let lengths: Vec<u64> = self.pieces.iter().map(Piece::len).collect();
         f.debug_struct("EncodedInfer")
             .field("piece_lengths", &lengths)
+            .field("streamed", &self.rest.is_some())
             .finish()
     }
 }
@@ -50,14 +71,40 @@ impl std::fmt::Debug for EncodedInfer {
 impl EncodedInfer {
     /// Encodes `message`, refused as tonic refuses a message above
     /// `limit` (the upstream's `max_message_bytes`) or above gRPC's 4 GiB.
-    pub(crate) fn new(mut message: ModelInferRequest, limit: usize) -> Result<Self, Status> {
+    pub(crate) fn new(message: ModelInferRequest, limit: usize) -> Result<Self, Status> {
+        Self::build(message, limit, &[], None)
+    }
+
+    /// [`EncodedInfer::new`] for a message whose `raw_input_contents`
+    /// entry `i` is, where `streamed[i]` gives a size, that many bytes of
+    /// `rest` (the entry itself a placeholder), in entry order.
+    pub(crate) fn streamed(
+        message: ModelInferRequest,
+        limit: usize,
+        streamed: &[Option<u64>],
+        rest: BodyRest,
+    ) -> Result<Self, Status> {
+        Self::build(message, limit, streamed, Some(rest))
+    }
+
+    fn build(
+        mut message: ModelInferRequest,
+        limit: usize,
+        streamed: &[Option<u64>],
+        rest: Option<BodyRest>,
+    ) -> Result<Self, Status> {
         let raw = std::mem::take(&mut message.raw_input_contents);
-        let entries: usize = raw
+        let sizes: Vec<u64> = raw
             .iter()
-            .map(|r| key_len(RAW_INPUT_CONTENTS) + encoded_len_varint(r.len() as u64) + r.len())
-            .sum();
-        let len = message.encoded_len() + entries;
-        if len > limit {
+            .enumerate()
+            .map(|(i, r)| streamed.get(i).copied().flatten().unwrap_or(r.len() as u64))
+            .collect();
+        let entries = sizes.iter().fold(0u64, |sum, n| {
+            sum.saturating_add(key_len(RAW_INPUT_CONTENTS) as u64 + encoded_len_varint(*n) as u64)
+                .saturating_add(*n)
+        });
+        let len = (message.encoded_len() as u64).saturating_add(entries);
+        if len > limit as u64 {
             return Err(Status::out_of_range(format!(
                 "Error, encoded message length too large: found {len} bytes, the limit is: {limit} bytes"
             )));
@@ -72,25 +119,29 @@ impl EncodedInfer {
             .filter(|r| r.len() < COPY_BELOW)
             .map(Bytes::len)
             .sum();
-        let mut head = BytesMut::with_capacity(PREFIX + len - entries + copied + 16 * raw.len());
+        let mut head =
+            BytesMut::with_capacity(PREFIX + message.encoded_len() + copied + 16 * raw.len());
         head.put_u8(0);
         head.put_u32(prefix_len);
         message.encode_raw(&mut head);
         let mut pieces = Vec::new();
-        for entry in raw {
+        for (entry, size) in raw.into_iter().zip(sizes) {
             encode_key(RAW_INPUT_CONTENTS, WireType::LengthDelimited, &mut head);
-            encode_varint(entry.len() as u64, &mut head);
-            if entry.len() < COPY_BELOW {
+            encode_varint(size, &mut head);
+            if size != entry.len() as u64 {
+                pieces.push(Piece::Ready(head.split().freeze()));
+                pieces.push(Piece::Rest(size));
+            } else if entry.len() < COPY_BELOW {
                 head.put_slice(&entry);
             } else {
-                pieces.push(head.split().freeze());
-                pieces.push(entry);
+                pieces.push(Piece::Ready(head.split().freeze()));
+                pieces.push(Piece::Ready(entry));
             }
         }
         if !head.is_empty() {
-            pieces.push(head.freeze());
+            pieces.push(Piece::Ready(head.freeze()));
         }
-        Ok(EncodedInfer { pieces })
+        Ok(EncodedInfer { pieces, rest })
     }
 
     /// The request for the generated client's `model_infer`: `request`'s
@@ -109,9 +160,9 @@ impl EncodedInfer {
         ))
     }
 
-    /// The pieces, in order.
-    pub(crate) fn into_pieces(self) -> Vec<Bytes> {
-        self.pieces
+    /// The pieces, in order, and where their `Rest` bytes come from.
+    pub(crate) fn into_parts(self) -> (Vec<Piece>, Option<BodyRest>) {
+        (self.pieces, self.rest)
     }
 }
 
@@ -143,8 +194,18 @@ mod tests {
         }
     }
 
+    fn ready(pieces: Vec<Piece>) -> Vec<Bytes> {
+        pieces
+            .into_iter()
+            .map(|p| match p {
+                Piece::Ready(bytes) => bytes,
+                Piece::Rest(_) => panic!("a streamed piece in a message in hand"),
+            })
+            .collect()
+    }
+
     fn joined(encoded: EncodedInfer) -> Vec<u8> {
-        encoded.into_pieces().concat()
+        ready(encoded.into_parts().0).concat()
     }
 
     #[test]
@@ -171,13 +232,39 @@ mod tests {
     fn large_entries_are_the_callers_bytes_not_copies() {
         let m = message(&[1 << 20, 8]);
         let big = m.raw_input_contents[0].clone();
-        let pieces = EncodedInfer::new(m, usize::MAX).unwrap().into_pieces();
+        let pieces = ready(EncodedInfer::new(m, usize::MAX).unwrap().into_parts().0);
         assert_eq!(
             pieces.len(),
             3,
             "head, the large entry, the small one's tail"
         );
         assert_eq!(pieces[1].as_ptr(), big.as_ptr());
+    }
+
+    #[test]
+    fn streamed_entries_are_promised_by_size_between_the_same_bytes() {
+        let m = message(&[20, 1 << 20, 5, 300]);
+        let whole = joined(EncodedInfer::new(m.clone(), usize::MAX).unwrap());
+        let mut placeholders = m.clone();
+        placeholders.raw_input_contents[1] = Bytes::new();
+        placeholders.raw_input_contents[3] = Bytes::new();
+        let (_, rest) = crate::body::channel();
+        let streamed = [None, Some(1 << 20), None, Some(300)];
+        let encoded = EncodedInfer::streamed(placeholders, usize::MAX, &streamed, rest).unwrap();
+        // Filling each promise with its entry's bytes gives the message.
+        let mut filled = Vec::new();
+        let mut promised = vec![&m.raw_input_contents[1], &m.raw_input_contents[3]].into_iter();
+        for piece in encoded.into_parts().0 {
+            match piece {
+                Piece::Ready(bytes) => filled.extend_from_slice(&bytes),
+                Piece::Rest(n) => {
+                    let entry = promised.next().unwrap();
+                    assert_eq!(n, entry.len() as u64);
+                    filled.extend_from_slice(entry);
+                }
+            }
+        }
+        assert_eq!(filled, whole);
     }
 
     #[test]

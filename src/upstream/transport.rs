@@ -7,7 +7,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use http_body::Frame;
@@ -15,8 +15,9 @@ use tonic::body::Body;
 use tonic::transport::Channel;
 use tower_service::Service;
 
-use super::encoded::EncodedInfer;
+use super::encoded::{EncodedInfer, Piece};
 use super::h2_transport::{BoxError, H2Transport};
+use crate::body::{Fault, Reader};
 
 #[derive(Clone)]
 pub struct Transport(Inner);
@@ -51,7 +52,7 @@ impl Service<http::Request<Body>> for Transport {
 
     fn call(&mut self, mut request: http::Request<Body>) -> Self::Future {
         if let Some(encoded) = request.extensions_mut().remove::<EncodedInfer>() {
-            *request.body_mut() = Body::new(Pieces(encoded.into_pieces().into_iter()));
+            *request.body_mut() = Body::new(Pieces::new(encoded));
         }
         match &mut self.0 {
             Inner::Direct(direct) => direct.call(request),
@@ -63,26 +64,86 @@ impl Service<http::Request<Body>> for Transport {
     }
 }
 
-/// A body of ready pieces; it ends with the last one, so that piece's
+/// A message's pieces as a request body. `Rest` pieces are read from the
+/// request body's rest as it arrives; once the last of them is complete,
+/// the rest must end there before anything more is sent, so a client body
+/// that runs long never completes the message. Any fault fails the body,
+/// and the transport resets the stream (`CANCEL`): the backend never sees a
+/// complete message. The body ends with its last piece, so that piece's
 /// DATA frame carries END_STREAM.
-struct Pieces(std::vec::IntoIter<Bytes>);
+struct Pieces {
+    pieces: std::vec::IntoIter<Piece>,
+    /// This attempt's reader of the body's rest (streamed messages only).
+    reader: Option<Reader>,
+    /// Bytes the current `Rest` piece still needs.
+    owed: u64,
+    /// `Rest` pieces not yet begun.
+    rests: usize,
+    /// The rest was seen to end where the message does.
+    ended: bool,
+}
+
+impl Pieces {
+    fn new(encoded: EncodedInfer) -> Pieces {
+        let (pieces, rest) = encoded.into_parts();
+        let rests = pieces
+            .iter()
+            .filter(|p| matches!(p, Piece::Rest(_)))
+            .count();
+        Pieces {
+            pieces: pieces.into_iter(),
+            reader: rest.map(|rest| rest.reader()),
+            owed: 0,
+            rests,
+            ended: false,
+        }
+    }
+}
+
+/// A body fault as the call's failure; the front words it for the client
+/// from `BodyRest::fault`.
+fn cancelled(fault: Fault) -> tonic::Status {
+    tonic::Status::cancelled(format!("the request body could not be sent: {fault:?}"))
+}
 
 impl http_body::Body for Pieces {
     type Data = Bytes;
-    type Error = std::convert::Infallible;
+    type Error = tonic::Status;
 
     fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        Poll::Ready(self.0.next().map(|piece| Ok(Frame::data(piece))))
+        let this = self.get_mut();
+        loop {
+            if let Some(reader) = &mut this.reader {
+                if this.owed > 0 {
+                    let chunk = ready!(reader.poll_take(cx, this.owed)).map_err(cancelled)?;
+                    this.owed -= chunk.len() as u64;
+                    return Poll::Ready(Some(Ok(Frame::data(chunk))));
+                }
+                if this.rests == 0 && !this.ended {
+                    ready!(reader.poll_end(cx)).map_err(cancelled)?;
+                    this.ended = true;
+                }
+            }
+            match this.pieces.next() {
+                None => return Poll::Ready(None),
+                Some(Piece::Ready(bytes)) => return Poll::Ready(Some(Ok(Frame::data(bytes)))),
+                Some(Piece::Rest(len)) => {
+                    this.rests -= 1;
+                    this.owed = len;
+                }
+            }
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.0.len() == 0
+        self.owed == 0 && self.pieces.len() == 0 && (self.reader.is_none() || self.ended)
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        http_body::SizeHint::with_exact(self.0.as_slice().iter().map(|p| p.len() as u64).sum())
+        let left: u64 = self.pieces.as_slice().iter().map(Piece::len).sum();
+        http_body::SizeHint::with_exact(left + self.owed)
     }
 }

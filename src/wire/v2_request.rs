@@ -103,13 +103,45 @@ pub fn decode(
         return Ok(Body::Raw(body));
     };
     if header.len() > limits.max_input_size {
-        return Err(Error::invalid(format!(
-            "request JSON size of {} bytes exceeds the maximum allowed input size of {} bytes. Use --http-max-input-size to increase the limit.",
-            header.len(),
-            limits.max_input_size
-        )));
+        return Err(header_too_large(header.len(), limits));
     }
-    let root = access::parse_request(&header, limits.max_json_depth)?;
+    decode_header(model, version, &header, Tail::Whole(tail), limits).map(Body::Json)
+}
+
+/// Decodes the JSON header of a body whose binary tail is still arriving:
+/// each `binary_data_size` input becomes [`InputData::Streamed`], in
+/// order. `tail_len` is the tail's length when the body declared it
+/// (`Content-Length`): the sizes are then checked against it here, with
+/// the texts of [`decode`]; otherwise [`short_tail`] and [`long_tail`]
+/// word what the stream finds.
+pub fn decode_streamed(
+    model: &str,
+    version: &str,
+    header: &[u8],
+    tail_len: Option<u64>,
+    limits: DecodeLimits,
+) -> Result<InferRequest> {
+    if header.len() > limits.max_input_size {
+        return Err(header_too_large(header.len(), limits));
+    }
+    decode_header(model, version, header, Tail::Coming(tail_len), limits)
+}
+
+fn header_too_large(len: usize, limits: DecodeLimits) -> Error {
+    Error::invalid(format!(
+        "request JSON size of {len} bytes exceeds the maximum allowed input size of {} bytes. Use --http-max-input-size to increase the limit.",
+        limits.max_input_size
+    ))
+}
+
+fn decode_header(
+    model: &str,
+    version: &str,
+    header: &[u8],
+    tail: Tail,
+    limits: DecodeLimits,
+) -> Result<InferRequest> {
+    let root = access::parse_request(header, limits.max_json_depth)?;
     let mut decoder = Decoder {
         model,
         tail,
@@ -122,13 +154,56 @@ pub fn decode(
         },
     };
     decoder.decode_root(&root)?;
-    Ok(Body::Json(decoder.request))
+    Ok(decoder.request)
+}
+
+/// Triton's text for a binary tail that ended after `read` bytes: the
+/// input it ended in, and how many bytes that input still lacked.
+pub fn short_tail(request: &InferRequest, read: u64) -> Error {
+    let mut end = 0u64;
+    for input in &request.inputs {
+        if let InputData::Streamed(size) = input.data {
+            end = end.saturating_add(size);
+            if end > read {
+                return missing_bytes(&input.name, end - read, &request.model_name);
+            }
+        }
+    }
+    long_tail(&request.model_name)
+}
+
+/// Triton's text for a binary tail longer than the inputs declare.
+pub fn long_tail(model: &str) -> Error {
+    Error::invalid(format!(
+        "unexpected additional input data for model '{model}'"
+    ))
+}
+
+fn missing_bytes(name: &str, missing: u64, model: &str) -> Error {
+    Error::invalid(format!(
+        "unexpected size for input '{name}', expecting {missing} additional bytes for model '{model}'"
+    ))
+}
+
+/// The binary tail: in hand, or still arriving (its length if declared).
+enum Tail {
+    Whole(Bytes),
+    Coming(Option<u64>),
+}
+
+impl Tail {
+    fn len(&self) -> Option<u64> {
+        match self {
+            Tail::Whole(bytes) => Some(bytes.len() as u64),
+            Tail::Coming(len) => *len,
+        }
+    }
 }
 
 struct Decoder<'a> {
     model: &'a str,
-    tail: Bytes,
-    consumed: usize,
+    tail: Tail,
+    consumed: u64,
     limits: DecodeLimits,
     request: InferRequest,
 }
@@ -159,11 +234,8 @@ impl Decoder<'_> {
         for input in inputs {
             self.decode_input(&input)?;
         }
-        if self.consumed < self.tail.len() {
-            return Err(Error::invalid(format!(
-                "unexpected additional input data for model '{}'",
-                self.model
-            )));
+        if self.tail.len().is_some_and(|len| self.consumed < len) {
+            return Err(long_tail(self.model));
         }
         if let Some(outputs) = root.get("outputs") {
             for output in as_array(outputs).field("outputs")? {
@@ -245,7 +317,7 @@ impl Decoder<'_> {
         }
         let data = if let Some(size) = param("binary_data_size") {
             let size = as_uint(size).field("binary_data_size")?;
-            InputData::Raw(self.take_binary(&name, size)?)
+            self.take_binary(&name, size)?
         } else if let Some(region) = param("shared_memory_region") {
             InputData::SharedMemory(decode_shm(region, params)?)
         } else {
@@ -260,19 +332,22 @@ impl Decoder<'_> {
         Ok(())
     }
 
-    /// Takes the next `size` bytes of the binary tail (protocol §2.3 item 6).
-    fn take_binary(&mut self, name: &str, size: u64) -> Result<Bytes> {
-        let available = (self.tail.len() - self.consumed) as u64;
-        if size > available {
-            return Err(Error::invalid(format!(
-                "unexpected size for input '{name}', expecting {} additional bytes for model '{}'",
-                size - available,
-                self.model
-            )));
+    /// Takes the next `size` bytes of the binary tail (protocol §2.3 item
+    /// 6): a slice of it, or the promise that they follow.
+    fn take_binary(&mut self, name: &str, size: u64) -> Result<InputData> {
+        let available = self.tail.len().map(|len| len - self.consumed);
+        if let Some(available) = available.filter(|a| size > *a) {
+            return Err(missing_bytes(name, size - available, self.model));
         }
         let start = self.consumed;
-        self.consumed += size as usize;
-        Ok(self.tail.slice(start..self.consumed))
+        self.consumed = start.saturating_add(size);
+        Ok(match &self.tail {
+            // Within the tail's length, checked above.
+            Tail::Whole(bytes) => {
+                InputData::Raw(bytes.slice(start as usize..self.consumed as usize))
+            }
+            Tail::Coming(_) => InputData::Streamed(size),
+        })
     }
 
     fn json_data(&self, input: &Value, name: &str, datatype: &str, shape: &[i64]) -> Result<Bytes> {
@@ -427,4 +502,87 @@ fn decode_shm(region: &Value, params: Option<&Value>) -> Result<SharedMemory> {
         offset: number("shared_memory_offset")?,
         byte_size: number("shared_memory_byte_size")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: DecodeLimits = DecodeLimits {
+        max_input_size: 1 << 20,
+        max_json_depth: 100,
+    };
+
+    const HEADER: &str = r#"{"inputs":[{"name":"A","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":8}},{"name":"J","datatype":"INT32","shape":[1],"data":[7]},{"name":"B","datatype":"UINT8","shape":[3],"parameters":{"binary_data_size":3}}]}"#;
+
+    fn message(result: Result<InferRequest>) -> String {
+        result.map(|_| ()).unwrap_err().message
+    }
+
+    #[test]
+    fn binary_inputs_of_a_streamed_body_are_promised_in_order() {
+        for tail_len in [None, Some(11)] {
+            let request = decode_streamed("m", "", HEADER.as_bytes(), tail_len, LIMITS).unwrap();
+            let data: Vec<InputData> = request.inputs.into_iter().map(|i| i.data).collect();
+            let seven = Bytes::copy_from_slice(&7i32.to_le_bytes());
+            assert_eq!(
+                data,
+                [
+                    InputData::Streamed(8),
+                    InputData::Raw(seven),
+                    InputData::Streamed(3),
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn a_declared_tail_is_checked_with_the_texts_of_a_whole_body() {
+        for len in [10, 12] {
+            let whole = [HEADER.as_bytes(), &vec![0; len]].concat();
+            let streamed = decode_streamed("m", "", HEADER.as_bytes(), Some(len as u64), LIMITS);
+            let whole = decode(
+                "m",
+                "",
+                Bytes::from(whole),
+                Some(HEADER.len().to_string().as_bytes()),
+                LIMITS,
+            )
+            .map(|_| ())
+            .unwrap_err()
+            .message;
+            assert_eq!(message(streamed), whole, "{len}");
+        }
+    }
+
+    #[test]
+    fn what_a_stream_finds_is_worded_as_triton_words_it() {
+        let request = decode_streamed("m", "", HEADER.as_bytes(), None, LIMITS).unwrap();
+        let short = |read| short_tail(&request, read).message;
+        assert_eq!(
+            short(0),
+            "unexpected size for input 'A', expecting 8 additional bytes for model 'm'"
+        );
+        assert_eq!(
+            short(9),
+            "unexpected size for input 'B', expecting 2 additional bytes for model 'm'"
+        );
+        assert_eq!(
+            long_tail("m").message,
+            "unexpected additional input data for model 'm'"
+        );
+    }
+
+    #[test]
+    fn a_header_above_the_input_limit_is_refused() {
+        let limits = DecodeLimits {
+            max_input_size: 10,
+            ..LIMITS
+        };
+        assert!(
+            message(decode_streamed("m", "", HEADER.as_bytes(), None, limits)).starts_with(
+                &format!("request JSON size of {} bytes exceeds", HEADER.len())
+            )
+        );
+    }
 }

@@ -103,6 +103,7 @@ fn summary(r: &InferRequest) -> String {
                 InputData::SharedMemory(s) => {
                     format!("shm:{}@{}+{}", s.region, s.offset, s.byte_size)
                 }
+                InputData::Streamed(len) => format!("streamed:{len}"),
             };
             format!("{}:{}:{:?}:{data}", i.name, i.datatype, i.shape).replace(", ", ",")
         })

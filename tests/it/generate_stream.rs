@@ -145,13 +145,12 @@ async fn a_whole_stream_ends_with_the_last_chunk() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reader_holds_the_upstream_back() {
     let h = Harness::start().await;
-    let request = HttpRequest {
-        method: http::Method::POST,
-        path: "/v2/models/repeat_decoupled/generate_stream".into(),
-        headers: Vec::new(),
-        body: r#"{"INPUT0":1000000,"delay_ms":0}"#.into(),
-        peer: None,
-    };
+    let request = HttpRequest::new(
+        http::Method::POST,
+        "/v2/models/repeat_decoupled/generate_stream",
+        Vec::new(),
+        r#"{"INPUT0":1000000,"delay_ms":0}"#.into(),
+    );
     let route = Route::classify(&request.path).expect("route");
     let Answer::Streamed(mut streamed) = h.gateway.answer(&route, request).await else {
         panic!("a streamed answer");

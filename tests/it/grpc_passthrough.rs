@@ -470,13 +470,12 @@ async fn repository_control_fans_out_and_lists_the_backends() {
     // The HTTP front shares the fan-out and still answers as before.
     let http = fleet
         .gateway
-        .handle(HttpRequest {
-            method: http::Method::POST,
-            path: "/v2/repository/models/identity_int8/load".into(),
-            headers: Vec::new(),
-            body: Bytes::new(),
-            peer: None,
-        })
+        .handle(HttpRequest::new(
+            http::Method::POST,
+            "/v2/repository/models/identity_int8/load",
+            Vec::new(),
+            Bytes::new(),
+        ))
         .await;
     assert_eq!(http.status, 200);
     assert_eq!(http.header("Content-Type"), Some("application/json"));

@@ -23,6 +23,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "foundations",
         &[
+            "body",
             "config",
             "context",
             "error",

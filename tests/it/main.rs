@@ -22,6 +22,7 @@ mod metrics;
 mod pool;
 mod process;
 mod reload;
+mod streamed_body;
 mod tls;
 mod upstream_hardening;
 mod v1_api;

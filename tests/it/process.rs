@@ -6,7 +6,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
-use crate::support::GatewayProcess;
+use crate::support::{eventually, GatewayProcess};
 
 const ADD_SUB_JSON: &str = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[2],"data":[1,2]},{"name":"INPUT1","datatype":"FP32","shape":[2],"data":[3,4]}]}"#;
 const ADD_SUB_ANSWER: &str = r#"{"model_name":"add_sub","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[2],"data":[4.0,6.0]},{"name":"OUTPUT1","datatype":"FP32","shape":[2],"data":[-2.0,-2.0]}]}"#;
@@ -31,11 +31,7 @@ impl Answer {
 }
 
 fn connect(gw: &GatewayProcess) -> TcpStream {
-    let stream = TcpStream::connect(gw.addr).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    stream
+    crate::support::raw::connect(gw.addr)
 }
 
 /// Reads one response (head + Content-Length body) from the stream.
@@ -431,18 +427,6 @@ fn sighup_reloads_the_config_file_and_refuses_an_invalid_one() {
     assert!(gw.child.try_wait().unwrap().is_none(), "the gateway exited");
     let _ = std::fs::remove_file(&config);
     let _ = std::fs::remove_file(&log);
-}
-
-/// Polls `condition` (every 10 ms, for at most 10 s) until it holds.
-fn eventually(mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while std::time::Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    false
 }
 
 #[test]

@@ -79,16 +79,11 @@ pub(crate) async fn send(
     headers: &[(&str, &str)],
     body: Bytes,
 ) -> HttpResponse {
-    let request = HttpRequest {
-        method,
-        path: path.to_string(),
-        headers: headers
-            .iter()
-            .map(|(n, v)| (n.to_string(), Bytes::copy_from_slice(v.as_bytes())))
-            .collect(),
-        body,
-        peer: None,
-    };
+    let headers = headers
+        .iter()
+        .map(|(n, v)| (n.to_string(), Bytes::copy_from_slice(v.as_bytes())))
+        .collect();
+    let request = HttpRequest::new(method, path, headers, body);
     gateway.handle(request).await
 }
 
@@ -338,4 +333,16 @@ pub(crate) fn refused_addrs(n: usize) -> (Vec<socket2::Socket>, Vec<String>) {
         .map(|s| s.local_addr().unwrap().as_socket().unwrap().to_string())
         .collect();
     (held, addrs)
+}
+
+/// Polls `condition` (every 10 ms, for at most 10 s) until it holds.
+pub(crate) fn eventually(mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
 }

@@ -2,7 +2,18 @@
 //! byte by byte: one answer (head + `Content-Length` body) and its headers.
 
 use std::io::Read;
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// A connection to `addr` whose reads give up after 30 s (a test that
+/// would otherwise hang fails instead).
+pub(crate) fn connect(addr: SocketAddr) -> TcpStream {
+    let stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream
+}
 
 /// Reads one answer: the head (up to the blank line) and its
 /// `Content-Length` body.

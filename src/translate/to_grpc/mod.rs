@@ -5,6 +5,8 @@ pub(crate) mod endpoints;
 
 use std::collections::HashMap;
 
+use bytes::Bytes;
+
 use crate::model::{InferRequest, InputData, Param, SharedMemory};
 use crate::proto::inference::{
     infer_parameter::ParameterChoice,
@@ -37,6 +39,20 @@ fn shm_params(shm: &SharedMemory, into: &mut HashMap<String, InferParameter>) {
     into.insert("shared_memory_byte_size".into(), int(shm.byte_size));
 }
 
+/// For each `raw_input_contents` entry [`model_infer`] makes, the size of
+/// the bytes that follow in the body's rest when the input is streamed.
+pub(crate) fn streamed_sizes(request: &InferRequest) -> Vec<Option<u64>> {
+    request
+        .inputs
+        .iter()
+        .filter_map(|input| match input.data {
+            InputData::Raw(_) => Some(None),
+            InputData::Streamed(len) => Some(Some(len)),
+            InputData::SharedMemory(_) => None,
+        })
+        .collect()
+}
+
 /// Builds `ModelInferRequest` with `raw_input_contents` (never typed
 /// contents). The tensor `Bytes` are reference-counted, not copied here;
 /// prost copies them once into tonic's frame buffer when encoding.
@@ -49,6 +65,8 @@ pub(crate) fn model_infer(request: &InferRequest) -> ModelInferRequest {
             let mut parameters = HashMap::new();
             match &input.data {
                 InputData::Raw(bytes) => raw.push(bytes.clone()),
+                // A placeholder: `streamed_sizes` says what follows.
+                InputData::Streamed(_) => raw.push(Bytes::new()),
                 InputData::SharedMemory(shm) => shm_params(shm, &mut parameters),
             }
             InferInputTensor {

@@ -1,0 +1,335 @@
+//! Binary `/infer` bodies streamed upstream as they arrive (`body.rs`,
+//! `front::session::stream_body`): through the real binary, in front of a
+//! demo upstream of the test's own whose counters say whether the model
+//! ran. A streamed request answers exactly as one read whole; a body that
+//! ends early, runs long or breaks off never completes the upstream's
+//! message, and the client gets Triton's text.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tensorgate_demo::DemoUpstream;
+
+use crate::support::raw::{header, read_answer};
+use crate::support::{eventually, GatewayProcess};
+
+/// Elements per input: 2 × 2.4 MB, above the 4 MiB streaming threshold.
+const N: usize = 600_000;
+
+struct Setup {
+    demo: DemoUpstream,
+    gw: GatewayProcess,
+}
+
+fn setup() -> Setup {
+    let demo = DemoUpstream::start_in_background("127.0.0.1:0".parse().unwrap()).unwrap();
+    let gw = GatewayProcess::with_upstream(demo.local_addr());
+    Setup { demo, gw }
+}
+
+fn connect(gw: &GatewayProcess) -> TcpStream {
+    crate::support::raw::connect(gw.addr)
+}
+
+/// `add_sub`'s inputs as FP32 bytes: INPUT0 = i, INPUT1 = 2i.
+fn inputs(n: usize) -> (Vec<u8>, Vec<u8>) {
+    let bytes = |k: f32| (0..n).flat_map(|i| (i as f32 * k).to_le_bytes()).collect();
+    (bytes(1.0), bytes(2.0))
+}
+
+/// A binary `add_sub` request: its JSON header (declaring `n` elements
+/// each) and its tail.
+fn add_sub(n: usize) -> (String, Vec<u8>) {
+    let json = format!(
+        r#"{{"inputs":[{{"name":"INPUT0","datatype":"FP32","shape":[{n}],"parameters":{{"binary_data_size":{b}}}}},{{"name":"INPUT1","datatype":"FP32","shape":[{n}],"parameters":{{"binary_data_size":{b}}}}}],"outputs":[{{"name":"OUTPUT0","parameters":{{"binary_data":true}}}}]}}"#,
+        b = n * 4
+    );
+    let (a, b) = inputs(n);
+    (json, [a, b].concat())
+}
+
+fn head(json: &str, length: &str) -> String {
+    format!(
+        "POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: t\r\nInference-Header-Content-Length: {}\r\n{length}\r\n",
+        json.len()
+    )
+}
+
+/// An `add_sub` request with `Content-Length`, its body `json` + `tail`.
+fn declared(json: &str, tail: &[u8]) -> Vec<u8> {
+    let length = format!("Content-Length: {}\r\n", json.len() + tail.len());
+    [head(json, &length).as_bytes(), json.as_bytes(), tail].concat()
+}
+
+/// An `add_sub` request with a chunked `body` (see [`chunked`]).
+fn chunked_request(json: &str, body: &[u8], size: usize, end: bool) -> Vec<u8> {
+    let mut request = head(json, "Transfer-Encoding: chunked\r\n").into_bytes();
+    request.extend(chunked(body, size, end));
+    request
+}
+
+/// Sends `request` and reads the answer: a 400, whose body it returns.
+fn refused(s: &mut TcpStream, request: &[u8]) -> String {
+    s.write_all(request).unwrap();
+    let (h, b) = read_answer(s);
+    assert!(h.starts_with("HTTP/1.1 400"), "{h}");
+    String::from_utf8(b).unwrap()
+}
+
+/// A small request on `s` is answered, and it is the demo's `runs`th.
+fn still_served(s: &mut TcpStream, demo: &DemoUpstream, runs: u64) {
+    let (json, tail) = add_sub(4);
+    s.write_all(&declared(&json, &tail)).unwrap();
+    let (h, b) = read_answer(s);
+    assert_added(&h, &b, 4);
+    assert_eq!(demo.infer_count(), runs);
+}
+
+/// The body in HTTP chunks of `size` bytes; the last chunk (`0`) only if
+/// `end`.
+fn chunked(body: &[u8], size: usize, end: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    for chunk in body.chunks(size) {
+        out.extend(format!("{:x}\r\n", chunk.len()).bytes());
+        out.extend(chunk);
+        out.extend(b"\r\n");
+    }
+    if end {
+        out.extend(b"0\r\n\r\n");
+    }
+    out
+}
+
+/// OUTPUT0 = INPUT0 + INPUT1 = 3i, as the answer's binary tail.
+fn expected_output(n: usize) -> Vec<u8> {
+    (0..n)
+        .flat_map(|i| (i as f32 * 3.0).to_le_bytes())
+        .collect()
+}
+
+fn assert_added(head: &str, body: &[u8], n: usize) {
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let json_len: usize = header(head, "inference-header-content-length")
+        .expect("binary answer")
+        .parse()
+        .unwrap();
+    assert_eq!(&body[json_len..], expected_output(n).as_slice());
+}
+
+#[test]
+fn a_large_body_streams_and_answers_as_one_read_whole() {
+    let Setup { demo, gw } = setup();
+    let (json, tail) = add_sub(N);
+    // Declared length, sent in one write.
+    let mut s = connect(&gw);
+    s.write_all(&declared(&json, &tail)).unwrap();
+    let (h, b) = read_answer(&mut s);
+    assert_added(&h, &b, N);
+    // Chunked, in pieces that cut the header and the tensors anywhere, on
+    // the same connection (the body was read to its end).
+    let body = [json.as_bytes(), &tail].concat();
+    s.write_all(&chunked_request(&json, &body, 100_003, true))
+        .unwrap();
+    let (h, b) = read_answer(&mut s);
+    assert_added(&h, &b, N);
+    assert_eq!(demo.infer_count(), 2);
+    // What the upstream got is the client's bytes, in order.
+    let sent = demo.last_request().expect("a request");
+    let (a, b) = inputs(N);
+    assert_eq!(sent.raw_input_contents, vec![a, b]);
+}
+
+#[test]
+fn a_chunked_body_that_ends_early_never_runs_the_model() {
+    let Setup { demo, gw } = setup();
+    let (json, tail) = add_sub(N);
+    let body = [json.as_bytes(), &tail[..tail.len() - 1000]].concat();
+    let mut s = connect(&gw);
+    assert_eq!(
+        refused(&mut s, &chunked_request(&json, &body, 65_536, true)),
+        r#"{"error":"unexpected size for input 'INPUT1', expecting 1000 additional bytes for model 'add_sub'"}"#
+    );
+    assert_eq!(demo.infer_count(), 0);
+    // The connection and the upstream still serve the next request.
+    still_served(&mut s, &demo, 1);
+}
+
+#[test]
+fn a_chunked_body_that_runs_long_never_runs_the_model() {
+    let Setup { demo, gw } = setup();
+    let (json, tail) = add_sub(N);
+    let body = [json.as_bytes(), &tail, b"extra"].concat();
+    let mut s = connect(&gw);
+    assert_eq!(
+        refused(&mut s, &chunked_request(&json, &body, 65_536, true)),
+        r#"{"error":"unexpected additional input data for model 'add_sub'"}"#
+    );
+    assert_eq!(demo.infer_count(), 0);
+}
+
+#[test]
+fn declared_sizes_that_miss_the_content_length_are_refused_before_sending() {
+    let Setup { demo, gw } = setup();
+    let (json, tail) = add_sub(N);
+    let mut s = connect(&gw);
+    assert_eq!(
+        refused(&mut s, &declared(&json, &tail[..tail.len() - 8])),
+        r#"{"error":"unexpected size for input 'INPUT1', expecting 8 additional bytes for model 'add_sub'"}"#
+    );
+    assert_eq!(demo.infer_count(), 0);
+}
+
+#[test]
+fn a_client_that_leaves_mid_body_never_runs_the_model() {
+    let Setup { demo, gw } = setup();
+    let (json, tail) = add_sub(N);
+    let request = declared(&json, &tail);
+    let mut s = connect(&gw);
+    s.write_all(&request[..request.len() / 2]).unwrap();
+    drop(s);
+    // The gateway keeps serving; the broken request never reached the model.
+    still_served(&mut connect(&gw), &demo, 1);
+}
+
+#[test]
+fn a_large_bytes_input_is_read_whole_and_its_framing_checked() {
+    let Setup { demo, gw } = setup();
+    let element = vec![b'x'; 2_200_000];
+    let mut tail = Vec::new();
+    for _ in 0..2 {
+        tail.extend((element.len() as u32).to_le_bytes());
+        tail.extend(&element);
+    }
+    let json = |size: usize| {
+        format!(
+            r#"{{"inputs":[{{"name":"INPUT0","datatype":"BYTES","shape":[1,2],"parameters":{{"binary_data_size":{size}}}}}],"outputs":[{{"name":"OUTPUT0","parameters":{{"binary_data":true}}}}]}}"#
+        )
+    };
+    let send = |tail: &[u8]| {
+        let json = json(tail.len());
+        let mut s = connect(&gw);
+        let mut request = format!(
+            "POST /v2/models/identity_bytes/infer HTTP/1.1\r\nHost: t\r\nInference-Header-Content-Length: {}\r\nContent-Length: {}\r\n\r\n",
+            json.len(),
+            json.len() + tail.len()
+        )
+        .into_bytes();
+        request.extend(json.bytes().chain(tail.iter().copied()));
+        s.write_all(&request).unwrap();
+        read_answer(&mut s)
+    };
+    let (h, b) = send(&tail);
+    assert!(h.starts_with("HTTP/1.1 200"), "{h}");
+    assert!(b.ends_with(&tail));
+    // One element too many for the shape: Triton core's text.
+    tail.extend(1u32.to_le_bytes());
+    tail.push(b'y');
+    let (h, b) = send(&tail);
+    assert!(h.starts_with("HTTP/1.1 400"), "{h}");
+    let text = String::from_utf8(b).unwrap();
+    assert!(
+        text.contains("unexpected number of string elements"),
+        "{text}"
+    );
+    assert_eq!(demo.infer_count(), 1);
+}
+
+/// A TCP relay in front of an upstream that counts the bytes sent to it.
+struct Relay {
+    addr: SocketAddr,
+    sent: Arc<AtomicU64>,
+}
+
+impl Relay {
+    fn start(upstream: SocketAddr) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let sent = Arc::new(AtomicU64::new(0));
+        let counter = sent.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(upstream) else {
+                    return;
+                };
+                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let counter = counter.clone();
+                std::thread::spawn(move || copy(client, server, Some(&counter)));
+                std::thread::spawn(move || copy(s2, c2, None));
+            }
+        });
+        Relay { addr, sent }
+    }
+
+    fn sent(&self) -> u64 {
+        self.sent.load(Ordering::SeqCst)
+    }
+}
+
+fn copy(mut from: TcpStream, mut to: TcpStream, counter: Option<&AtomicU64>) {
+    use std::io::Read;
+    let mut buffer = vec![0; 64 << 10];
+    while let Ok(n @ 1..) = from.read(&mut buffer) {
+        if to.write_all(&buffer[..n]).is_err() {
+            break;
+        }
+        if let Some(counter) = counter {
+            counter.fetch_add(n as u64, Ordering::SeqCst);
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Write);
+}
+
+#[test]
+fn the_upstream_gets_the_first_tensor_bytes_while_the_client_still_sends() {
+    let demo = DemoUpstream::start_in_background("127.0.0.1:0".parse().unwrap()).unwrap();
+    let relay = Relay::start(demo.local_addr());
+    let gw = GatewayProcess::with_upstream(relay.addr);
+    let (json, tail) = add_sub(N);
+    let request = declared(&json, &tail);
+    let half = request.len() - tail.len() / 2;
+    let mut s = connect(&gw);
+    let before = relay.sent();
+    s.write_all(&request[..half]).unwrap();
+    // The first half's bytes reach the upstream before the second half is
+    // sent: all but what the queues in between hold (at most 1 MiB in the
+    // gateway's body queue, and the HTTP/2 window).
+    assert!(
+        eventually(|| relay.sent() > before + (1 << 20)),
+        "only {} bytes reached the upstream",
+        relay.sent() - before
+    );
+    assert_eq!(demo.infer_count(), 0);
+    s.write_all(&request[half..]).unwrap();
+    let (h, b) = read_answer(&mut s);
+    assert_added(&h, &b, N);
+    assert_eq!(demo.infer_count(), 1);
+}
+
+#[test]
+fn a_chunked_body_past_the_size_limit_is_refused_mid_stream() {
+    let demo = DemoUpstream::start_in_background("127.0.0.1:0".parse().unwrap()).unwrap();
+    let upstream = demo.local_addr().to_string();
+    let gw = GatewayProcess::spawn_with(
+        &[env!("CARGO_BIN_EXE_tensorgate")],
+        &["--upstream", &upstream, "--max-body-size", "4500000"],
+        None,
+    );
+    let (json, tail) = add_sub(N);
+    // Just past the limit, and no more: the gateway reads what was sent
+    // (so closing after the answer cannot reset the connection under it).
+    let body = [json.as_bytes(), &tail].concat();
+    let mut s = connect(&gw);
+    s.write_all(&chunked_request(&json, &body[..4_600_000], 65_536, false))
+        .unwrap();
+    let (h, b) = read_answer(&mut s);
+    assert!(h.starts_with("HTTP/1.1 413"), "{h}");
+    let text = String::from_utf8(b).unwrap();
+    assert!(
+        text.ends_with("exceeds the maximum allowed size of 4500000 bytes. Use --max-body-size to increase the limit.\"}"),
+        "{text}"
+    );
+    assert_eq!(demo.infer_count(), 0);
+}
