@@ -37,6 +37,15 @@ impl RequestContext {
         }
     }
 
+    /// A request that carries `trace`, if any (a call spawned for a
+    /// request, which outlives the request's own context).
+    pub fn with_trace(trace: Option<TraceContext>) -> RequestContext {
+        RequestContext {
+            trace,
+            ..RequestContext::default()
+        }
+    }
+
     /// A request with no trace of its own to propagate (a gRPC call, whose
     /// metadata already crosses as it came; the gateway's own calls).
     pub fn untraced() -> RequestContext {

@@ -139,6 +139,7 @@ impl Gateway {
             status,
             headers: vec![("Content-Type", SSE_CONTENT_TYPE.to_string())],
             body: rx,
+            length: None,
         }))
     }
 

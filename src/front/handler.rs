@@ -164,7 +164,7 @@ impl Gateway {
         req: &mut HttpRequest,
     ) -> Result<Answer> {
         match route {
-            Route::Infer(model) => self.infer(ctx, model, req).await.map(Answer::Full),
+            Route::Infer(model) => self.infer(ctx, model, req).await,
             Route::Generate(model) => self.generate_once(ctx, model, req).await.map(Answer::Full),
             Route::GenerateStream(model) => self.generate_stream(ctx, model, req).await,
             _ => self.endpoint(ctx, route, req).await.map(Answer::Full),

@@ -144,6 +144,10 @@ pub struct StreamedResponse {
     pub status: u16,
     pub headers: Vec<(&'static str, String)>,
     pub body: tokio::sync::mpsc::Receiver<Bytes>,
+    /// The body's length, when known before its first byte (a binary
+    /// `/infer` answer): sent as `Content-Length`, and a body that ends
+    /// short of it was cut off. `None`: chunked (`/generate_stream`).
+    pub length: Option<u64>,
 }
 
 impl StreamedResponse {

@@ -8,9 +8,9 @@ use crate::app::Gateway;
 use crate::body::{BodyRest, Fault};
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
-use crate::front::http::{HttpRequest, HttpResponse, StreamedRest};
+use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedRest};
 use crate::front::route::ModelRef;
-use crate::model::{DataType, InferRequest, InputData, ModelInfo, Param};
+use crate::model::{DataType, InferRequest, InputData, ModelInfo, OutputKind, Param};
 use crate::translate::sequence::request_sequence_key;
 use crate::translate::{checks, from_grpc, to_grpc};
 use crate::upstream::Target;
@@ -25,7 +25,7 @@ impl Gateway {
         ctx: &RequestContext,
         model: &ModelRef,
         req: &mut HttpRequest,
-    ) -> Result<HttpResponse> {
+    ) -> Result<Answer> {
         let info = self.model_info(ctx, model).await.map_err(Error::plain)?;
         if info.as_ref().is_some_and(|i| i.decoupled) {
             return Err(Error::unsupported(
@@ -40,11 +40,15 @@ impl Gateway {
         checks::classification(&request, info.as_deref())?;
         checks::tensor_sizes(&request, info.as_deref())?;
         self.forward_headers(req, &mut request);
+        let accept = req.header("Accept-Encoding");
+        if let Some(rest) = rest.as_ref().filter(|_| answer_streams(&request, accept)) {
+            return self.infer_streamed_answer(ctx, request, rest.clone()).await;
+        }
         let response = self.send_infer(ctx, &request, rest.as_ref()).await?;
         // Sent: the answer is made without the input tensors.
         request.inputs = Vec::new();
         let encoded = v2_response::encode(&response, &request)?;
-        Ok(self.infer_response(encoded, req.header("Accept-Encoding")))
+        Ok(Answer::Full(self.infer_response(encoded, accept)))
     }
 
     /// Decodes a body in hand. It goes into the decoder: a JSON body is
@@ -149,19 +153,9 @@ impl Gateway {
             Some(rest) => {
                 let streamed = to_grpc::streamed_sizes(request);
                 let sent = pool
-                    .model_infer_streamed(ctx, &target, message, &streamed, rest.clone())
+                    .model_infer_streamed(ctx, &target, message, &streamed, rest.clone(), None)
                     .await;
-                match (sent, rest.fault()) {
-                    (Ok(response), _) => response,
-                    (Err(_), Some(Fault::Short { read })) => {
-                        return Err(v2_request::short_tail(request, read))
-                    }
-                    (Err(_), Some(Fault::Long)) => {
-                        return Err(v2_request::long_tail(&request.model_name))
-                    }
-                    (Err(_), Some(fault)) => return Err(body_fault(fault)),
-                    (Err(error), None) => return Err(error),
-                }
+                sent.map_err(|error| sent_error(request, rest, error))?
             }
         };
         Ok(from_grpc::model_infer(response, &request.id))
@@ -198,7 +192,11 @@ impl Gateway {
         }
     }
 
-    fn infer_response(&self, encoded: v2_response::Encoded, accept: Option<&[u8]>) -> HttpResponse {
+    pub(crate) fn infer_response(
+        &self,
+        encoded: v2_response::Encoded,
+        accept: Option<&[u8]>,
+    ) -> HttpResponse {
         let mut headers = vec![("Content-Type", encoded.content_type().to_string())];
         if let Some(n) = encoded.header_length() {
             headers.push(("Inference-Header-Content-Length", n.to_string()));
@@ -220,6 +218,31 @@ impl Gateway {
             body,
         }
     }
+}
+
+/// Why a call with a streamed body failed: the body's fault, worded as
+/// Triton words it, if the body failed; otherwise the call's own error.
+pub(crate) fn sent_error(request: &InferRequest, rest: &BodyRest, error: Error) -> Error {
+    match rest.fault() {
+        Some(Fault::Short { read }) => v2_request::short_tail(request, read),
+        Some(Fault::Long) => v2_request::long_tail(&request.model_name),
+        Some(fault) => body_fault(fault),
+        None => error,
+    }
+}
+
+/// Whether `request`'s answer may be streamed: every output it asks for
+/// is binary (none in JSON, classified or in shared memory), and the
+/// client accepts it uncompressed.
+fn answer_streams(request: &InferRequest, accept: Option<&[u8]>) -> bool {
+    let listed_binary = request
+        .outputs
+        .iter()
+        .all(|o| o.kind == OutputKind::Binary && o.classification == 0);
+    let unlisted_binary = request.unlisted_kind == Some(OutputKind::Binary);
+    listed_binary
+        && (unlisted_binary || !request.outputs.is_empty())
+        && compress::negotiate(accept) == compress::Encoding::Identity
 }
 
 /// A body whose feed stopped: the session answers the reason it knows (a

@@ -11,6 +11,7 @@ pub(crate) mod generate;
 pub(crate) mod handler;
 pub mod http;
 pub(crate) mod infer;
+pub(crate) mod infer_answer;
 pub mod route;
 pub(crate) mod session;
 pub(crate) mod tls;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use pingora_core::protocols::http::ServerSession;
 use pingora_core::server::ShutdownWatch;
-use pingora_core::{Error as PingoraError, Result as PingoraResult};
+use pingora_core::{Error as PingoraError, ErrorType, Result as PingoraResult};
 use pingora_http::ResponseHeader;
 
 use crate::app::Gateway;
@@ -225,7 +225,7 @@ impl GatewayService {
         request.rest = Some(StreamedRest { rest, len });
         let limits = &self.gateway.config().limits;
         let outcome = {
-            let pipeline = self.gateway.handle_route(route, request);
+            let pipeline = self.gateway.answer(route, request);
             let pump = pump(session, feed, counted, limits, deadline);
             tokio::pin!(pipeline, pump);
             tokio::select! {
@@ -237,13 +237,16 @@ impl GatewayService {
             }
         };
         match outcome {
-            Ok(response) => {
+            Ok(Answer::Full(response)) => {
                 let unread = !session.is_body_done();
                 if unread {
                     linger(session).await;
                 }
                 self.write_now(session, response, unread, shutdown).await
             }
+            // Only an answer to a complete body streams (the upstream
+            // answers a complete message).
+            Ok(Answer::Streamed(streamed)) => self.stream(session, streamed, shutdown).await,
             Err(error) => self.body_failed(session, route, error, shutdown).await,
         }
     }
@@ -307,9 +310,11 @@ impl GatewayService {
 
 impl GatewayService {
     /// Writes a streamed answer chunk by chunk as the pipeline produces it
-    /// (chunked encoding: pingora flushes every chunk). Stops when the
-    /// client goes away (a failed write, or the connection closing while
-    /// we wait): dropping `streamed` then cancels the upstream call.
+    /// (chunked encoding: pingora flushes every chunk; or, with a known
+    /// length, `Content-Length`: a body that ends short of it was cut off,
+    /// and the connection is closed under it). Stops when the client goes
+    /// away (a failed write, or the connection closing while we wait):
+    /// dropping `streamed` then cancels the upstream call.
     async fn stream(
         &self,
         session: &mut ServerSession,
@@ -320,12 +325,16 @@ impl GatewayService {
         for (name, value) in &streamed.headers {
             header.insert_header(*name, value.as_str())?;
         }
-        header.insert_header("Transfer-Encoding", "chunked")?;
+        match streamed.length {
+            Some(length) => header.insert_header("Content-Length", length.to_string())?,
+            None => header.insert_header("Transfer-Encoding", "chunked")?,
+        }
         header.insert_header("Via", via(session.is_http2()))?;
         if *shutdown.borrow() {
             session.set_keepalive(None);
         }
         session.write_response_header(Box::new(header)).await?;
+        let mut written = 0u64;
         loop {
             let chunk = tokio::select! {
                 chunk = streamed.body.recv() => chunk,
@@ -335,12 +344,19 @@ impl GatewayService {
             },
             };
             let Some(chunk) = chunk else { break };
+            written += chunk.len() as u64;
             if session.write_response_body(chunk, false).await.is_err() {
                 {
                     client_gone(session);
                     return Ok(());
                 };
             }
+        }
+        if streamed.length.is_some_and(|length| written != length) {
+            return Err(PingoraError::explain(
+                ErrorType::WriteError,
+                "the upstream's answer broke off",
+            ));
         }
         session.write_response_body(Bytes::new(), true).await
     }

@@ -8,6 +8,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use super::answer::AnswerTap;
 use super::backend::Lease;
 use super::encoded::EncodedInfer;
 pub(crate) use super::failure::failure_text;
@@ -229,7 +230,8 @@ impl Pool {
     /// [`Pool::model_infer`] for a message whose entries `streamed` gives
     /// sizes for follow from `rest` as the client sends them (see
     /// `EncodedInfer::streamed`). Only an attempt that took nothing of the
-    /// rest may be retried.
+    /// rest may be retried. With a `tap`, the answer's raw outputs go
+    /// there as they arrive (`answer`), and the answer returned lacks them.
     pub(crate) async fn model_infer_streamed(
         &self,
         ctx: &RequestContext,
@@ -237,9 +239,10 @@ impl Pool {
         message: ModelInferRequest,
         streamed: &[Option<u64>],
         rest: BodyRest,
+        tap: Option<AnswerTap>,
     ) -> Result<ModelInferResponse> {
         let limit = self.settings().max_message_bytes;
-        let encoded = EncodedInfer::streamed(message, limit, streamed, rest);
+        let encoded = EncodedInfer::streamed(message, limit, streamed, rest).map(|e| e.tapped(tap));
         self.send_infer(ctx, target, encoded).await
     }
 

@@ -18,6 +18,7 @@ use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, Wi
 use prost::Message;
 use tonic::{Request, Status};
 
+use super::answer::AnswerTap;
 use crate::body::BodyRest;
 use crate::proto::inference::ModelInferRequest;
 
@@ -38,6 +39,8 @@ pub(crate) struct EncodedInfer {
     pieces: Vec<Piece>,
     /// Where `Piece::Rest` bytes come from.
     rest: Option<BodyRest>,
+    /// Where the answer's raw outputs go as they arrive (`answer`).
+    tap: Option<AnswerTap>,
 }
 
 /// A piece of the message: bytes in hand, or this many bytes still to
@@ -141,7 +144,22 @@ impl EncodedInfer {
         if !head.is_empty() {
             pieces.push(Piece::Ready(head.freeze()));
         }
-        Ok(EncodedInfer { pieces, rest })
+        Ok(EncodedInfer {
+            pieces,
+            rest,
+            tap: None,
+        })
+    }
+
+    /// The answer is to be walked into `tap` (see `answer`).
+    pub(crate) fn tapped(mut self, tap: Option<AnswerTap>) -> Self {
+        self.tap = tap;
+        self
+    }
+
+    /// Where the answer's raw outputs go, if anywhere.
+    pub(crate) fn tap(&self) -> Option<&AnswerTap> {
+        self.tap.as_ref()
     }
 
     /// The request for the generated client's `model_infer`: `request`'s

@@ -9,9 +9,12 @@
 //! - `health.rs`: active `ServerReady` checks, model refresh, the loop;
 //! - `call.rs`: one call with deadline, passive ejection and retries;
 //! - `encoded.rs`: `ModelInfer` requests sent without copying tensors;
+//! - `answer.rs`: `ModelInfer` answers whose raw outputs are handed on as
+//!   they arrive;
 //! - `thread_slot.rs`: which request channel the calling thread uses;
 //! - `model_info.rs`: the cache of model signatures.
 
+pub(crate) mod answer;
 pub(crate) mod backend;
 pub(crate) mod call;
 pub(crate) mod discovery;

@@ -51,15 +51,21 @@ impl Service<http::Request<Body>> for Transport {
     }
 
     fn call(&mut self, mut request: http::Request<Body>) -> Self::Future {
+        let mut tap = None;
         if let Some(encoded) = request.extensions_mut().remove::<EncodedInfer>() {
+            tap = encoded.tap().cloned();
             *request.body_mut() = Body::new(Pieces::new(encoded));
         }
-        match &mut self.0 {
+        let call = match &mut self.0 {
             Inner::Direct(direct) => direct.call(request),
             Inner::Tonic(channel) => {
                 let call = channel.call(request);
                 Box::pin(async move { call.await.map_err(Into::into) })
             }
+        };
+        match tap {
+            None => call,
+            Some(tap) => Box::pin(async move { Ok(call.await?.map(|body| tap.walk(body))) }),
         }
     }
 }

@@ -44,6 +44,40 @@ impl Encoded {
 
 /// Renders `response`; `request` decides each output's kind (protocol §2.4).
 pub fn encode(response: &InferResponse, request: &InferRequest) -> Result<Encoded> {
+    let mut tails = Vec::new();
+    let header = write_answer(response, request, |_, output| {
+        if !output.data.is_empty() {
+            tails.push(output.data.clone());
+        }
+        output.data.len() as u64
+    })?;
+    Ok(Encoded { header, tails })
+}
+
+/// The JSON header of an answer whose binary outputs are not in hand yet:
+/// output `i` has `sizes[i]` bytes, and follows in order. Every output is
+/// binary (or in shared memory).
+pub fn binary_header(
+    response: &InferResponse,
+    request: &InferRequest,
+    sizes: &[u64],
+) -> Result<Vec<u8>> {
+    write_answer(response, request, |i, _| sizes.get(i).copied().unwrap_or(0))
+}
+
+/// Whether a binary answer of outputs of these sizes uses binary framing
+/// (protocol §3.2): at least one of them is non-empty.
+pub fn is_binary(sizes: &[u64]) -> bool {
+    sizes.iter().any(|n| *n > 0)
+}
+
+/// The answer's JSON; `binary(i, output)` gives a binary output's size
+/// (and takes its bytes, if it wants them).
+fn write_answer(
+    response: &InferResponse,
+    request: &InferRequest,
+    mut binary: impl FnMut(usize, &crate::model::OutputTensor) -> u64,
+) -> Result<Vec<u8>> {
     // JSON text of a number takes up to ~6 bytes per tensor byte (an FP32
     // widened to double prints up to 24 characters): size the header once
     // instead of growing (and copying) a multi-megabyte buffer repeatedly.
@@ -54,7 +88,6 @@ pub fn encode(response: &InferResponse, request: &InferRequest) -> Result<Encode
         .map(|o| o.data.len().saturating_mul(6))
         .sum();
     let mut out = Vec::with_capacity(256 + json_bytes);
-    let mut tails = Vec::new();
     out.push(b'{');
     if !response.id.is_empty() {
         out.extend_from_slice(b"\"id\":");
@@ -84,11 +117,8 @@ pub fn encode(response: &InferResponse, request: &InferRequest) -> Result<Encode
             OutputKind::SharedMemory => {}
             OutputKind::Binary => {
                 out.extend_from_slice(b",\"parameters\":{\"binary_data_size\":");
-                write_u64(&mut out, output.data.len() as u64);
+                write_u64(&mut out, binary(i, output));
                 out.push(b'}');
-                if !output.data.is_empty() {
-                    tails.push(output.data.clone());
-                }
             }
             OutputKind::Json => {
                 out.extend_from_slice(b",\"data\":");
@@ -98,7 +128,7 @@ pub fn encode(response: &InferResponse, request: &InferRequest) -> Result<Encode
         out.push(b'}');
     }
     out.extend_from_slice(b"]}");
-    Ok(Encoded { header: out, tails })
+    Ok(out)
 }
 
 fn write_output_data(out: &mut Vec<u8>, output: &crate::model::OutputTensor) -> Result<()> {

@@ -333,3 +333,100 @@ fn a_chunked_body_past_the_size_limit_is_refused_mid_stream() {
     );
     assert_eq!(demo.infer_count(), 0);
 }
+
+/// Bytes of the 1 GiB tensor: a pattern a cut or a shift would break.
+fn pattern(at: usize, len: usize) -> Vec<u8> {
+    (at..at + len).map(|i| (i % 251) as u8).collect()
+}
+
+/// The gateway's peak RSS (`VmHWM`), in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    kb * 1024
+}
+
+#[test]
+fn a_1_gib_tensor_passes_both_ways_in_bounded_memory() {
+    const SIZE: usize = 1 << 30;
+    const BLOCK: usize = 1 << 20;
+    let demo = DemoUpstream::start_in_background("127.0.0.1:0".parse().unwrap()).unwrap();
+    let config = std::env::temp_dir().join(format!("tensorgate-1gib-{}.toml", std::process::id()));
+    std::fs::write(
+        &config,
+        "[limits]\nmax_body_size = 2147483648\n[upstream]\nmax_message_bytes = 2147483648\n",
+    )
+    .unwrap();
+    let upstream = demo.local_addr().to_string();
+    let gw = GatewayProcess::spawn_with(
+        &[env!("CARGO_BIN_EXE_tensorgate")],
+        &[
+            "--upstream",
+            &upstream,
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        None,
+    );
+    let json = format!(
+        r#"{{"inputs":[{{"name":"INPUT0","datatype":"UINT8","shape":[1,{SIZE}],"parameters":{{"binary_data_size":{SIZE}}}}}],"outputs":[{{"name":"OUTPUT0","parameters":{{"binary_data":true}}}}]}}"#
+    );
+    let mut s = connect(&gw);
+    let mut writer = s.try_clone().unwrap();
+    let head = format!(
+        "POST /v2/models/identity_uint8/infer HTTP/1.1\r\nHost: t\r\nInference-Header-Content-Length: {}\r\nContent-Length: {}\r\n\r\n{json}",
+        json.len(),
+        json.len() + SIZE
+    );
+    // The body is written while the answer is read: neither is ever whole
+    // in this process's buffers (the demo holds it, as a server would).
+    let sending = std::thread::spawn(move || {
+        writer.write_all(head.as_bytes()).unwrap();
+        for at in (0..SIZE).step_by(BLOCK) {
+            writer.write_all(&pattern(at, BLOCK)).unwrap();
+        }
+    });
+    let mut answer_head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !answer_head.ends_with(b"\r\n\r\n") {
+        std::io::Read::read_exact(&mut s, &mut byte).unwrap();
+        answer_head.push(byte[0]);
+    }
+    let answer_head = String::from_utf8(answer_head).unwrap();
+    assert!(answer_head.starts_with("HTTP/1.1 200"), "{answer_head}");
+    let json_len: usize = header(&answer_head, "inference-header-content-length")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let length: usize = header(&answer_head, "content-length")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(length, json_len + SIZE);
+    let mut json_back = vec![0; json_len];
+    std::io::Read::read_exact(&mut s, &mut json_back).unwrap();
+    assert!(String::from_utf8(json_back)
+        .unwrap()
+        .contains(&format!(r#""binary_data_size":{SIZE}"#)));
+    let mut block = vec![0; BLOCK];
+    for at in (0..SIZE).step_by(BLOCK) {
+        std::io::Read::read_exact(&mut s, &mut block).unwrap();
+        assert!(
+            block == pattern(at, BLOCK),
+            "output differs in the block at {at}"
+        );
+    }
+    sending.join().unwrap();
+    let _ = std::fs::remove_file(&config);
+    let peak = peak_rss(gw.child.id());
+    assert!(
+        peak <= 128 << 20,
+        "the gateway peaked at {} MiB",
+        peak >> 20
+    );
+    assert_eq!(demo.infer_count(), 1);
+}

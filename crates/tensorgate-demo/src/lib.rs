@@ -58,8 +58,9 @@ use tensorgate_proto::health::health_server::HealthServer;
 use tensorgate_proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
 use tensorgate_proto::inference::ModelInferRequest;
 
-/// Largest message the demo accepts or sends (64 MiB tensors pass).
-const MAX_MESSAGE_SIZE: usize = 512 * 1024 * 1024;
+/// Largest message the demo accepts or sends: gRPC's own limit (a 4-byte
+/// length), so the gateway's large-tensor tests (1 GiB) pass through it.
+const MAX_MESSAGE_SIZE: usize = u32::MAX as usize;
 
 /// How long [`DemoUpstream::shutdown`] waits for a background server to
 /// finish its open calls before leaving it behind.

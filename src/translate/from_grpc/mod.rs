@@ -68,6 +68,17 @@ pub(crate) fn model_infer(response: ModelInferResponse, request_id: &[u8]) -> In
     }
 }
 
+/// [`model_infer`] of an answer whose raw outputs came apart from it
+/// (`upstream::answer`).
+pub(crate) fn model_infer_with_raw(
+    mut response: ModelInferResponse,
+    raw: Vec<Bytes>,
+    request_id: &[u8],
+) -> InferResponse {
+    response.raw_output_contents = raw;
+    model_infer(response, request_id)
+}
+
 /// Servers other than Triton may answer with typed `contents` (protocol §9
 /// item 7): serialize them to the raw little-endian layout.
 fn typed_to_raw(c: &InferTensorContents, datatype: &str) -> Bytes {
