@@ -171,6 +171,24 @@ for key, title in (("bigjson", "load tool w4: 2×262,144 random FP32 in [0, 1) a
            "req/s vs Triton"], rows)
 
 
+# -- 2b. large binary tensors -------------------------------------------------------------
+for mib in sorted({int(l.split()[0][6:]) for l in cells if l.startswith("large-")}):
+    rows = []
+    direct = cells.get("large-%d direct" % mib)
+    for who, tname in (("direct", "Triton HTTP direct"), ("nginx", "nginx → Triton HTTP"),
+                       ("tensorgate", "tensorgate HTTP → gRPC")):
+        c = cells.get("large-%d %s" % (mib, who))
+        if c is None:
+            continue
+        rss = "-" if c.get("rss_kb") is None else "%.0f MB" % (c["rss_kb"] / 1024)
+        rows.append([tname, "%.2f" % c["rps"], us(c["p50"]), us(c["p99"]),
+                     "-" if who == "direct" else num(c["cpu"] and c["cpu"] / 1000, "%.1f"),
+                     rss, "" if who == "direct" else ratio(c["p50"], direct and direct["p50"])])
+    print("\nLarge binary tensors (load tool w3: 2×%d MiB FP32, binary in and out, 1 connection):" % mib)
+    table(["target", "req/s", "p50", "p99", "proxy CPU ms/req", "gateway peak RSS",
+           "p50 vs direct"], rows)
+
+
 # -- 3. sweeps --------------------------------------------------------------------------
 def sweep(kind):
     points = {}
