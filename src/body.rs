@@ -134,17 +134,25 @@ impl BodyRest {
         }
     }
 
-    /// Reads everything up to the end (bodies that cannot be streamed).
-    pub(crate) async fn collect(&self) -> Result<Vec<Bytes>, Fault> {
+    /// Reads everything up to the end (bodies that cannot be streamed):
+    /// `Long` once more than `max` bytes came.
+    pub(crate) async fn collect(&self, max: u64) -> Result<Vec<Bytes>, Fault> {
         let reader = self.reader();
         let mut chunks = Vec::new();
+        let mut len = 0u64;
         loop {
             let next = std::future::poll_fn(|cx| {
                 let mut inner = reader.owned()?;
                 Poll::Ready(Ok(ready!(inner.poll_next(cx, u64::MAX))))
             });
             match next.await? {
-                Next::Data(chunk) => chunks.push(chunk),
+                Next::Data(chunk) => {
+                    len += chunk.len() as u64;
+                    if len > max {
+                        return Err(Fault::Long);
+                    }
+                    chunks.push(chunk);
+                }
                 Next::End => return Ok(chunks),
                 Next::Broken => return Err(Fault::Broken),
             }
@@ -285,7 +293,7 @@ mod tests {
         assert_eq!(take(&mut reader, 10).await.unwrap(), "abc");
         assert_eq!(take(&mut reader, 10).await, Err(Fault::Broken));
         assert_eq!(rest.fault(), Some(Fault::Broken));
-        assert_eq!(rest.collect().await, Err(Fault::Broken));
+        assert_eq!(rest.collect(u64::MAX).await, Err(Fault::Broken));
     }
 
     #[tokio::test]
@@ -315,6 +323,9 @@ mod tests {
         rest.unread(Bytes::from_static(b"a"));
         feed.send(Bytes::from_static(b"bc")).await.unwrap();
         feed.end().await.unwrap();
-        assert_eq!(rest.collect().await.unwrap().concat(), b"abc");
+        assert_eq!(rest.collect(3).await.unwrap().concat(), b"abc");
+        let (feed, rest) = channel();
+        feed.send(Bytes::from_static(b"abcd")).await.unwrap();
+        assert_eq!(rest.collect(3).await, Err(Fault::Long));
     }
 }

@@ -22,6 +22,11 @@ pub const DEFAULT_UPSTREAM: &str = "127.0.0.1:8001";
 pub const DEFAULT_MAX_INPUT_SIZE: usize = 64 << 20;
 /// Whole HTTP body: room for two 64 MiB binary tensors plus their header.
 pub const DEFAULT_MAX_BODY_SIZE: usize = 256 << 20;
+/// A body streamed upstream (binary, 4 MiB or more, or chunked) costs the
+/// gateway about 1 MiB whatever its size, so only gRPC bounds it: a
+/// message's length is 4 bytes. The upstream's own maximum still applies
+/// (Triton's: 2 GiB), with its own error.
+pub const DEFAULT_MAX_STREAMED_BODY_SIZE: usize = u32::MAX as usize;
 /// Triton 2.58+ rejects deeper JSON; deeper input is only an attack.
 pub const DEFAULT_MAX_JSON_DEPTH: usize = 100;
 /// Triton 2.69+ caps chunked uploads at 65536 non-empty chunks.
@@ -250,6 +255,8 @@ pub struct Grpc {
 pub struct Limits {
     pub max_input_size: usize,
     pub max_body_size: usize,
+    /// The same for a body streamed upstream as it arrives.
+    pub max_streamed_body_size: usize,
     pub max_json_depth: usize,
     pub max_chunks: usize,
     /// Requests per second per client (API key, else IP); 0: no limit.
@@ -444,6 +451,7 @@ impl Default for Limits {
         Limits {
             max_input_size: DEFAULT_MAX_INPUT_SIZE,
             max_body_size: DEFAULT_MAX_BODY_SIZE,
+            max_streamed_body_size: DEFAULT_MAX_STREAMED_BODY_SIZE,
             max_json_depth: DEFAULT_MAX_JSON_DEPTH,
             max_chunks: DEFAULT_MAX_CHUNKS,
             rate_per_client: 0,
@@ -563,6 +571,10 @@ impl Config {
             ("server.threads", self.server.threads),
             ("limits.max_input_size", self.limits.max_input_size),
             ("limits.max_body_size", self.limits.max_body_size),
+            (
+                "limits.max_streamed_body_size",
+                self.limits.max_streamed_body_size,
+            ),
             ("limits.max_json_depth", self.limits.max_json_depth),
             ("limits.max_chunks", self.limits.max_chunks),
             (

@@ -20,6 +20,14 @@ pub(crate) fn via(http2: bool) -> &'static str {
     }
 }
 
+/// The 413 of a body above `limit`, naming the setting that raises it.
+pub(crate) fn too_large(size: u64, limit: usize, setting: &str) -> Error {
+    Error::new(
+        crate::error::Kind::PayloadTooLarge,
+        format!("request body of {size} bytes exceeds the maximum allowed size of {limit} bytes. Use {setting} to increase the limit."),
+    )
+}
+
 #[derive(Debug, Clone)]
 pub struct HttpRequest {
     pub method: Method,

@@ -8,7 +8,7 @@ use crate::app::Gateway;
 use crate::body::{BodyRest, Fault};
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
-use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedRest};
+use crate::front::http::{too_large, Answer, HttpRequest, HttpResponse, StreamedRest};
 use crate::front::route::ModelRef;
 use crate::model::{DataType, InferRequest, InputData, ModelInfo, OutputKind, Param};
 use crate::translate::sequence::request_sequence_key;
@@ -109,7 +109,19 @@ impl Gateway {
             rest.rest.unread(req.body.slice(header_len..));
             return Ok((request, Some(rest.rest)));
         }
-        let chunks = rest.rest.collect().await.map_err(body_fault)?;
+        // Held whole, so the whole-body limit applies.
+        let limit = self.config().limits.max_body_size;
+        let too_large = |size: u64| too_large(size, limit, "--max-body-size");
+        let declared = rest.len.map(|n| n + req.body.len() as u64);
+        if let Some(size) = declared.filter(|n| *n > limit as u64) {
+            return Err(too_large(size));
+        }
+        let max = (limit - req.body.len().min(limit)) as u64;
+        let chunks = match rest.rest.collect(max).await {
+            Ok(chunks) => chunks,
+            Err(Fault::Long) => return Err(too_large(limit as u64 + 1)),
+            Err(fault) => return Err(body_fault(fault)),
+        };
         let mut body = BytesMut::from(&req.body[..]);
         chunks
             .iter()

@@ -17,7 +17,9 @@ use crate::app::Gateway;
 use crate::body::{self, BodyFeed};
 use crate::config::Limits;
 use crate::error::{Error, Kind};
-use crate::front::http::{via, Answer, HttpRequest, HttpResponse, StreamedResponse, StreamedRest};
+use crate::front::http::{
+    too_large, via, Answer, HttpRequest, HttpResponse, StreamedResponse, StreamedRest,
+};
 use crate::front::route::Route;
 use crate::wire::{compress, v2_request};
 
@@ -136,8 +138,13 @@ impl GatewayService {
     ) -> Result<Read, BodyError> {
         let limits = &self.gateway.config().limits;
         let declared = declared_length(session);
-        if let Some(n) = declared.filter(|n| *n > limits.max_body_size as u64) {
-            return Err(BodyError::Refused(too_large(n, limits.max_body_size)));
+        let counted = Counted {
+            declared,
+            streamed: stop_at.is_some(),
+            ..Counted::default()
+        };
+        if let Some(n) = declared {
+            counted.check(n, limits)?;
         }
         let expects_continue = session
             .req_header()
@@ -152,10 +159,7 @@ impl GatewayService {
         }
         let reserve = declared.unwrap_or(0) as usize;
         let mut body = BytesMut::with_capacity(stop_at.map_or(reserve, |n| n.min(reserve)));
-        let mut counted = Counted {
-            declared,
-            ..Counted::default()
-        };
+        let mut counted = counted;
         while let Some(chunk) = session
             .read_request_body()
             .await
@@ -409,13 +413,6 @@ async fn linger(session: &mut ServerSession) {
     let _ = tokio::time::timeout(LINGER_TIME, drain).await;
 }
 
-fn too_large(size: u64, limit: usize) -> Error {
-    Error::new(
-        Kind::PayloadTooLarge,
-        format!("request body of {size} bytes exceeds the maximum allowed size of {limit} bytes. Use --max-body-size to increase the limit."),
-    )
-}
-
 /// Bodies of this many bytes or more are streamed upstream as they arrive
 /// instead of read whole first (`GatewayService::streams_from`). Below it
 /// a body costs at most this much memory while read whole, and reading it
@@ -438,6 +435,9 @@ enum Read {
 struct Counted {
     /// `Content-Length`, if the client sent one.
     declared: Option<u64>,
+    /// Streamed upstream (`limits.max_streamed_body_size` applies), or
+    /// read whole (`limits.max_body_size`).
+    streamed: bool,
     chunks: usize,
     bytes: usize,
 }
@@ -454,11 +454,21 @@ impl Counted {
             ))));
         }
         self.bytes = self.bytes.saturating_add(len);
-        if self.bytes > limits.max_body_size {
-            return Err(BodyError::Refused(too_large(
-                self.bytes as u64,
-                limits.max_body_size,
-            )));
+        self.check(self.bytes as u64, limits)
+    }
+
+    /// Refuses a body of `size` bytes above its limit.
+    fn check(&self, size: u64, limits: &Limits) -> Result<(), BodyError> {
+        let (limit, setting) = if self.streamed {
+            (
+                limits.max_streamed_body_size,
+                "limits.max_streamed_body_size",
+            )
+        } else {
+            (limits.max_body_size, "--max-body-size")
+        };
+        if size > limit as u64 {
+            return Err(BodyError::Refused(too_large(size, limit, setting)));
         }
         Ok(())
     }

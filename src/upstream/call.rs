@@ -241,8 +241,10 @@ impl Pool {
         rest: BodyRest,
         tap: Option<AnswerTap>,
     ) -> Result<ModelInferResponse> {
-        let limit = self.settings().max_message_bytes;
-        let encoded = EncodedInfer::streamed(message, limit, streamed, rest).map(|e| e.tapped(tap));
+        // Not held, so only gRPC's own 4 GiB bounds it (and the upstream's
+        // maximum, with its own error).
+        let encoded =
+            EncodedInfer::streamed(message, usize::MAX, streamed, rest).map(|e| e.tapped(tap));
         self.send_infer(ctx, target, encoded).await
     }
 

@@ -236,6 +236,39 @@ fn a_large_bytes_input_is_read_whole_and_its_framing_checked() {
     assert_eq!(demo.infer_count(), 1);
 }
 
+#[test]
+fn a_bytes_input_read_whole_keeps_the_whole_body_limit() {
+    let demo = DemoUpstream::start_in_background("127.0.0.1:0".parse().unwrap()).unwrap();
+    let (gw, config) = with_limits(&demo, "max_body_size = 1000000\n");
+    let mut tail = Vec::new();
+    tail.extend(4_500_000u32.to_le_bytes());
+    tail.extend(vec![b'x'; 4_500_000]);
+    let json = format!(
+        r#"{{"inputs":[{{"name":"INPUT0","datatype":"BYTES","shape":[1,1],"parameters":{{"binary_data_size":{}}}}}]}}"#,
+        tail.len()
+    );
+    let head = format!(
+        "POST /v2/models/identity_bytes/infer HTTP/1.1\r\nHost: t\r\nInference-Header-Content-Length: {}\r\nContent-Length: {}\r\n\r\n{json}",
+        json.len(),
+        json.len() + tail.len()
+    );
+    let mut s = connect(&gw);
+    // Refused from its declared length, before its rest is read: only the
+    // head is sent, so closing after the answer cannot reset it.
+    s.write_all(head.as_bytes()).unwrap();
+    let (h, b) = read_answer(&mut s);
+    let _ = std::fs::remove_file(&config);
+    assert!(h.starts_with("HTTP/1.1 413"), "{h}");
+    assert_eq!(
+        String::from_utf8(b).unwrap(),
+        format!(
+            r#"{{"error":"request body of {} bytes exceeds the maximum allowed size of 1000000 bytes. Use --max-body-size to increase the limit."}}"#,
+            json.len() + tail.len()
+        )
+    );
+    assert_eq!(demo.infer_count(), 0);
+}
+
 /// A TCP relay in front of an upstream that counts the bytes sent to it.
 struct Relay {
     addr: SocketAddr,
@@ -308,30 +341,56 @@ fn the_upstream_gets_the_first_tensor_bytes_while_the_client_still_sends() {
     assert_eq!(demo.infer_count(), 1);
 }
 
-#[test]
-fn a_chunked_body_past_the_size_limit_is_refused_mid_stream() {
-    let demo = DemoUpstream::start_in_background("127.0.0.1:0".parse().unwrap()).unwrap();
+/// A gateway in front of `demo` with the given `[limits]` lines.
+fn with_limits(demo: &DemoUpstream, limits: &str) -> (GatewayProcess, std::path::PathBuf) {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let name = format!("tensorgate-streamed-{}-{n}.toml", std::process::id());
+    let config = std::env::temp_dir().join(name);
+    std::fs::write(&config, format!("[limits]\n{limits}")).unwrap();
     let upstream = demo.local_addr().to_string();
     let gw = GatewayProcess::spawn_with(
         &[env!("CARGO_BIN_EXE_tensorgate")],
-        &["--upstream", &upstream, "--max-body-size", "4500000"],
+        &[
+            "--upstream",
+            &upstream,
+            "--config",
+            config.to_str().unwrap(),
+        ],
         None,
     );
+    (gw, config)
+}
+
+#[test]
+fn a_streamed_body_has_its_own_size_limit() {
+    let demo = DemoUpstream::start_in_background("127.0.0.1:0".parse().unwrap()).unwrap();
+    let (gw, config) = with_limits(
+        &demo,
+        "max_body_size = 1000000\nmax_streamed_body_size = 6000000\n",
+    );
     let (json, tail) = add_sub(N);
-    // Just past the limit, and no more: the gateway reads what was sent
-    // (so closing after the answer cannot reset the connection under it).
+    // 4.8 MB: above the whole-body limit, streamed, within its own.
+    let mut s = connect(&gw);
+    s.write_all(&declared(&json, &tail)).unwrap();
+    let (h, b) = read_answer(&mut s);
+    assert_added(&h, &b, N);
+    // Chunked, just past 6 MB, and no more: the gateway reads what was
+    // sent (so closing after the answer cannot reset the connection).
+    let (json, tail) = add_sub(2 * N);
     let body = [json.as_bytes(), &tail].concat();
     let mut s = connect(&gw);
-    s.write_all(&chunked_request(&json, &body[..4_600_000], 65_536, false))
+    s.write_all(&chunked_request(&json, &body[..6_100_000], 65_536, false))
         .unwrap();
     let (h, b) = read_answer(&mut s);
+    let _ = std::fs::remove_file(&config);
     assert!(h.starts_with("HTTP/1.1 413"), "{h}");
     let text = String::from_utf8(b).unwrap();
     assert!(
-        text.ends_with("exceeds the maximum allowed size of 4500000 bytes. Use --max-body-size to increase the limit.\"}"),
+        text.ends_with("exceeds the maximum allowed size of 6000000 bytes. Use limits.max_streamed_body_size to increase the limit.\"}"),
         "{text}"
     );
-    assert_eq!(demo.infer_count(), 0);
+    assert_eq!(demo.infer_count(), 1);
 }
 
 /// Bytes of the 1 GiB tensor: a pattern a cut or a shift would break.
