@@ -122,7 +122,9 @@ impl Gateway {
             Err(Fault::Long) => return Err(too_large(limit as u64 + 1)),
             Err(fault) => return Err(body_fault(fault)),
         };
-        let mut body = BytesMut::from(&req.body[..]);
+        let len = req.body.len() + chunks.iter().map(Bytes::len).sum::<usize>();
+        let mut body = BytesMut::with_capacity(len);
+        body.extend_from_slice(&req.body);
         chunks
             .iter()
             .for_each(|chunk| body.extend_from_slice(chunk));
