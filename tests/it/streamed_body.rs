@@ -417,7 +417,9 @@ fn a_1_gib_tensor_passes_both_ways_in_bounded_memory() {
     let config = std::env::temp_dir().join(format!("tensorgate-1gib-{}.toml", std::process::id()));
     std::fs::write(
         &config,
-        "[limits]\nmax_body_size = 2147483648\n[upstream]\nmax_message_bytes = 2147483648\n",
+        // Debug builds move 2 GiB slowly on a busy machine: deadlines far
+        // beyond what the transfer takes.
+        "[limits]\nbody_timeout_ms = 600000\n[upstream]\nrequest_timeout_ms = 600000\n",
     )
     .unwrap();
     let upstream = demo.local_addr().to_string();
@@ -435,6 +437,9 @@ fn a_1_gib_tensor_passes_both_ways_in_bounded_memory() {
         r#"{{"inputs":[{{"name":"INPUT0","datatype":"UINT8","shape":[1,{SIZE}],"parameters":{{"binary_data_size":{SIZE}}}}}],"outputs":[{{"name":"OUTPUT0","parameters":{{"binary_data":true}}}}]}}"#
     );
     let mut s = connect(&gw);
+    // The answer's head comes once the upstream has the whole gigabyte.
+    s.set_read_timeout(Some(std::time::Duration::from_secs(600)))
+        .unwrap();
     let mut writer = s.try_clone().unwrap();
     let head = format!(
         "POST /v2/models/identity_uint8/infer HTTP/1.1\r\nHost: t\r\nInference-Header-Content-Length: {}\r\nContent-Length: {}\r\n\r\n{json}",
