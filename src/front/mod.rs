@@ -1,6 +1,7 @@
 //! The HTTP front, a peer of the gRPC passthrough on top of the core
 //! (`app`): `conn` runs one connection with its deadlines, `session` is
-//! the per-request pingora glue, `route` classifies, `handler` (+ `infer`,
+//! the per-request pingora glue (`request_body` reads bodies, or streams
+//! them), `route` classifies, `handler` (+ `infer`, `infer_answer`,
 //! `endpoints`, `admin`, `generate`) answers; `v1` serves the legacy v1
 //! HTTP API.
 
@@ -12,6 +13,7 @@ pub(crate) mod handler;
 pub mod http;
 pub(crate) mod infer;
 pub(crate) mod infer_answer;
+pub(crate) mod request_body;
 pub mod route;
 pub(crate) mod session;
 pub(crate) mod tls;
