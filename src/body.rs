@@ -16,9 +16,10 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 /// Chunks queued between reader and sender. pingora hands an HTTP/1 body
-/// over in reads of at most 64 KiB, so a body holds at most 1 MiB here;
-/// 16 reads in hand are enough to keep the upstream's window full while
-/// the client's next bytes arrive (measured: 2×256 MiB, docs/performance.md).
+/// over in reads of at most 64 KiB, so a body holds at most 1 MiB here,
+/// the size of the stream window we grant backends ourselves (chosen, not
+/// tuned: the 2×64 MiB and 2×256 MiB cells of `scripts/bench` peak at
+/// 57 MB of gateway RSS with it).
 pub(crate) const QUEUED_CHUNKS: usize = 16;
 
 enum Item {

@@ -5,6 +5,10 @@
 //! (a slice of the HTTP body, or of the message the passthrough received)
 //! and leaves in its own HTTP/2 DATA frames.
 //!
+//! A streamed body's tensors are not in hand yet: their entries are
+//! promised by size (`Piece::Rest`), and the transport reads them from the
+//! body's rest (`body::BodyRest`) as the client sends them.
+//!
 //! The bytes on the wire are exactly prost's encoding of the whole message
 //! (`raw_input_contents` is field 7, the message's last, and prost writes
 //! fields in number order), behind gRPC's 5-byte length prefix. The
@@ -97,12 +101,16 @@ impl EncodedInfer {
         rest: Option<BodyRest>,
     ) -> Result<Self, Status> {
         let raw = std::mem::take(&mut message.raw_input_contents);
-        let sizes: Vec<u64> = raw
+        // Each entry's size, and whether it is promised rather than in hand.
+        let sizes: Vec<(u64, bool)> = raw
             .iter()
             .enumerate()
-            .map(|(i, r)| streamed.get(i).copied().flatten().unwrap_or(r.len() as u64))
+            .map(|(i, r)| match streamed.get(i).copied().flatten() {
+                Some(promised) => (promised, true),
+                None => (r.len() as u64, false),
+            })
             .collect();
-        let entries = sizes.iter().fold(0u64, |sum, n| {
+        let entries = sizes.iter().fold(0u64, |sum, (n, _)| {
             sum.saturating_add(key_len(RAW_INPUT_CONTENTS) as u64 + encoded_len_varint(*n) as u64)
                 .saturating_add(*n)
         });
@@ -128,10 +136,10 @@ impl EncodedInfer {
         head.put_u32(prefix_len);
         message.encode_raw(&mut head);
         let mut pieces = Vec::new();
-        for (entry, size) in raw.into_iter().zip(sizes) {
+        for (entry, (size, promised)) in raw.into_iter().zip(sizes) {
             encode_key(RAW_INPUT_CONTENTS, WireType::LengthDelimited, &mut head);
             encode_varint(size, &mut head);
-            if size != entry.len() as u64 {
+            if promised {
                 pieces.push(Piece::Ready(head.split().freeze()));
                 pieces.push(Piece::Rest(size));
             } else if entry.len() < COPY_BELOW {

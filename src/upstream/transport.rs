@@ -3,7 +3,9 @@
 //! `Channel` for TLS backends and for health checks (which use its
 //! per-call timeout). Either sends a request that carries an
 //! [`EncodedInfer`] with its pieces as the body, in place of the
-//! placeholder tonic encoded.
+//! placeholder tonic encoded (a streamed body's promised pieces read from
+//! its rest as they arrive), and walks the answer into the message's
+//! answer tap, if it has one (`answer`).
 
 use std::future::Future;
 use std::pin::Pin;
