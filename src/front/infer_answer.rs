@@ -184,10 +184,11 @@ async fn collect(tapped: &mut mpsc::Receiver<Tapped>) -> Result<Vec<Bytes>> {
     while let Some(item) = tapped.recv().await {
         match item {
             Tapped::Entry(_) => raw.push(Vec::new()),
-            Tapped::Data(chunk) => raw
-                .last_mut()
-                .into_iter()
-                .for_each(|e| e.push(chunk.clone())),
+            Tapped::Data(chunk) => {
+                if let Some(entry) = raw.last_mut() {
+                    entry.push(chunk);
+                }
+            }
             Tapped::Ended(result) => {
                 result?;
                 return Ok(raw.into_iter().map(join).collect());

@@ -21,6 +21,7 @@ use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http_body::Frame;
+use prost::encoding::encode_varint;
 use prost::Message;
 use tokio::sync::mpsc;
 use tokio_util::sync::PollSender;
@@ -384,10 +385,6 @@ impl Parser {
         });
         Ok(message.freeze())
     }
-}
-
-fn encode_varint(value: u64, out: &mut BytesMut) {
-    prost::encoding::encode_varint(value, out);
 }
 
 #[cfg(test)]

@@ -343,11 +343,16 @@ fn the_upstream_gets_the_first_tensor_bytes_while_the_client_still_sends() {
 
 /// A gateway in front of `demo` with the given `[limits]` lines.
 fn with_limits(demo: &DemoUpstream, limits: &str) -> (GatewayProcess, std::path::PathBuf) {
+    with_config(demo, &format!("[limits]\n{limits}"))
+}
+
+/// A gateway in front of `demo` with `toml` as its configuration file.
+fn with_config(demo: &DemoUpstream, toml: &str) -> (GatewayProcess, std::path::PathBuf) {
     static N: AtomicU64 = AtomicU64::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
     let name = format!("tensorgate-streamed-{}-{n}.toml", std::process::id());
     let config = std::env::temp_dir().join(name);
-    std::fs::write(&config, format!("[limits]\n{limits}")).unwrap();
+    std::fs::write(&config, toml).unwrap();
     let upstream = demo.local_addr().to_string();
     let gw = GatewayProcess::spawn_with(
         &[env!("CARGO_BIN_EXE_tensorgate")],
@@ -414,24 +419,11 @@ fn a_1_gib_tensor_passes_both_ways_in_bounded_memory() {
     const SIZE: usize = 1 << 30;
     const BLOCK: usize = 1 << 20;
     let demo = DemoUpstream::start_in_background("127.0.0.1:0".parse().unwrap()).unwrap();
-    let config = std::env::temp_dir().join(format!("tensorgate-1gib-{}.toml", std::process::id()));
-    std::fs::write(
-        &config,
-        // Debug builds move 2 GiB slowly on a busy machine: deadlines far
-        // beyond what the transfer takes.
+    // Debug builds move 2 GiB slowly on a busy machine: deadlines far
+    // beyond what the transfer takes.
+    let (gw, config) = with_config(
+        &demo,
         "[limits]\nbody_timeout_ms = 600000\n[upstream]\nrequest_timeout_ms = 600000\n",
-    )
-    .unwrap();
-    let upstream = demo.local_addr().to_string();
-    let gw = GatewayProcess::spawn_with(
-        &[env!("CARGO_BIN_EXE_tensorgate")],
-        &[
-            "--upstream",
-            &upstream,
-            "--config",
-            config.to_str().unwrap(),
-        ],
-        None,
     );
     let json = format!(
         r#"{{"inputs":[{{"name":"INPUT0","datatype":"UINT8","shape":[1,{SIZE}],"parameters":{{"binary_data_size":{SIZE}}}}}],"outputs":[{{"name":"OUTPUT0","parameters":{{"binary_data":true}}}}]}}"#
