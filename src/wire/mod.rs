@@ -4,12 +4,14 @@
 //! `json_access` Triton's accessors over it with their texts, `tensor`
 //! the element layouts, `v2_request`/`v2_response` the v2 HTTP infer body,
 //! `generate` the `/generate*` bodies, `compress` the HTTP content codings,
-//! `v1` the legacy v1 API.
+//! `v1` the legacy v1 API, `grpc_head` the leading fields of a gRPC
+//! `ModelInfer` body still arriving.
 
 pub mod compress;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub(crate) mod generate;
+pub mod grpc_head;
 pub mod json;
 pub(crate) mod json_access;
 pub mod json_value;
