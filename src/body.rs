@@ -22,6 +22,15 @@ use tokio::sync::mpsc;
 /// 57 MB of gateway RSS with it).
 pub(crate) const QUEUED_CHUNKS: usize = 16;
 
+/// Bodies (HTTP) and messages (gRPC passthrough) of this size or more are
+/// streamed upstream instead of read whole first. Below it a body costs at
+/// most this much memory while read whole, and reading it whole costs less
+/// CPU: at 2×1 MiB, streaming measured 5–10 % more gateway CPU per request
+/// (its writes upstream follow the client's pace: 36 `writev`s per request
+/// instead of 4), with the same latency. From 2×4 MiB on, both cost the
+/// same CPU and streaming holds less.
+pub(crate) const STREAM_FROM: u64 = 4 << 20;
+
 enum Item {
     Data(Bytes),
     End,
@@ -57,6 +66,11 @@ impl BodyFeed {
     /// Says the body is complete.
     pub(crate) async fn end(self) -> Result<(), Unread> {
         self.0.send(Item::End).await.map_err(|_| Unread)
+    }
+
+    /// Resolves once nobody reads the body any more.
+    pub(crate) async fn closed(&self) {
+        self.0.closed().await
     }
 }
 
@@ -112,6 +126,12 @@ impl BodyRest {
         let mut inner = self.lock();
         debug_assert!(inner.pending.is_empty() && inner.read == 0);
         inner.pending = first;
+    }
+
+    /// Nobody will read on: the feed is told ([`BodyFeed::closed`]), and a
+    /// reader still waiting finds the body broken once the feed stops.
+    pub(crate) fn abandon(&self) {
+        self.lock().rx.close();
     }
 
     /// What went wrong while it was read, if anything.

@@ -255,7 +255,8 @@ pub struct Grpc {
 pub struct Limits {
     pub max_input_size: usize,
     pub max_body_size: usize,
-    /// The same for a body streamed upstream as it arrives.
+    /// The same for a body streamed upstream as it arrives, and for a
+    /// gRPC passthrough `ModelInfer` message relayed as it arrives.
     pub max_streamed_body_size: usize,
     pub max_json_depth: usize,
     pub max_chunks: usize,

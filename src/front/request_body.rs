@@ -146,14 +146,8 @@ pub(super) async fn linger(session: &mut ServerSession) {
     let _ = tokio::time::timeout(LINGER_TIME, drain).await;
 }
 
-/// Bodies of this many bytes or more are streamed upstream as they arrive
-/// instead of read whole first (`streams_from`). Below it
-/// a body costs at most this much memory while read whole, and reading it
-/// whole costs less CPU: at 2×1 MiB, streaming measured 5–10 % more
-/// gateway CPU per request (its writes upstream follow the client's
-/// pace: 36 `writev`s per request instead of 4), with the same latency.
-/// From 2×4 MiB on, both cost the same CPU and streaming holds less.
-pub(super) const STREAM_FROM: u64 = 4 << 20;
+/// Where streaming starts, and why there (`body::STREAM_FROM`).
+pub(super) use crate::body::STREAM_FROM;
 
 /// What [`read_body`] read.
 pub(super) enum Read {

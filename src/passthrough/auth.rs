@@ -12,16 +12,24 @@ pub(super) fn admit_grpc<T>(
     request: &tonic::Request<T>,
     group: &str,
 ) -> std::result::Result<Permit, tonic::Status> {
-    let credential = request
-        .metadata()
-        .get("authorization")
-        .map(|v| v.as_bytes());
+    admit(gateway, request.metadata(), request.remote_addr(), group)
+}
+
+/// [`admit_grpc`] for a call read as HTTP (`streamed`): its metadata and
+/// peer address.
+pub(super) fn admit(
+    gateway: &crate::Gateway,
+    metadata: &tonic::metadata::MetadataMap,
+    peer: Option<std::net::SocketAddr>,
+    group: &str,
+) -> std::result::Result<Permit, tonic::Status> {
+    let credential = metadata.get("authorization").map(|v| v.as_bytes());
     gateway
         .guard()
         .admit(
             group,
             bearer(credential),
-            request.remote_addr().map(|a| a.ip()),
+            peer.map(|a| a.ip()),
             gateway.metrics(),
         )
         .map_err(|e| e.to_status())

@@ -8,6 +8,7 @@
 //! - `service.rs`: the 20 RPCs and which backend each goes to;
 //! - `unary.rs`: one unary call through [`crate::upstream::Pool::call`];
 //! - `stream.rs`: `ModelStreamInfer`, one backend per stream;
+//! - `streamed.rs`: large `ModelInfer` calls relayed while they arrive;
 //! - `metadata.rs`: `grpc-timeout` and which metadata crosses the gateway.
 
 mod auth;
@@ -15,6 +16,7 @@ mod incoming;
 mod metadata;
 mod service;
 mod stream;
+mod streamed;
 mod unary;
 mod v1;
 
@@ -86,7 +88,7 @@ pub(crate) async fn serve_capped(
         builder = builder.tls_config(tls)?;
     }
     builder
-        .add_service(service(gateway))
+        .add_service(streamed::Streamed::new(service(gateway.clone()), gateway))
         .add_service(v1)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use tonic::transport::{Channel, Endpoint};
 
 use super::h2_transport::{H2Settings, H2Transport};
+use super::raw::RawClient;
 use super::transport::Transport;
 use super::{thread_slot, Client, UpstreamSettings};
 use crate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
@@ -122,10 +123,18 @@ impl Backend {
     /// A client on the calling thread's request channel (cheap: HTTP/2
     /// multiplexed).
     pub fn client(&self) -> Client {
-        let transport = self.channels[thread_slot::current()]
+        self.wrap(self.transport())
+    }
+
+    /// The calling thread's request transport, for raw calls (`raw`).
+    pub(crate) fn raw(&self) -> RawClient {
+        RawClient::new(self.transport(), &self.origin)
+    }
+
+    fn transport(&self) -> Transport {
+        self.channels[thread_slot::current()]
             .get_or_init(|| self.request_transport())
-            .clone();
-        self.wrap(transport)
+            .clone()
     }
 
     /// The direct HTTP/2 transport, or tonic's `Channel` for TLS.
@@ -385,6 +394,10 @@ impl Lease {
 
     pub fn client(&self) -> Client {
         self.backend.client()
+    }
+
+    pub(crate) fn raw(&self) -> RawClient {
+        self.backend.raw()
     }
 }
 

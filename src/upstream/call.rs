@@ -13,6 +13,7 @@ use super::backend::Lease;
 use super::encoded::EncodedInfer;
 pub(crate) use super::failure::failure_text;
 use super::pool::{Pool, Target};
+use super::raw::RawAnswer;
 use super::Client;
 use crate::body::BodyRest;
 use crate::context::RequestContext;
@@ -99,6 +100,24 @@ impl Pool {
         F: Fn(Client, Duration) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
+        self.call_through(ctx, target, deadline, Lease::client, rpc)
+            .await
+    }
+
+    /// [`Pool::call`] with `rpc` handed what `handle` makes of the chosen
+    /// backend (its generated client, or its raw transport: `raw`).
+    pub(crate) async fn call_through<H, T, F, Fut>(
+        &self,
+        ctx: &RequestContext,
+        target: &Target<'_>,
+        deadline: Option<Duration>,
+        handle: fn(&Lease) -> H,
+        rpc: F,
+    ) -> Result<T>
+    where
+        F: Fn(H, Duration) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
         self.started().await;
         let deadline = self.deadline(deadline);
         let attempts = if target.sequence.is_some() {
@@ -109,7 +128,10 @@ impl Pool {
         let mut tried: Vec<SocketAddr> = Vec::new();
         loop {
             let lease = self.pick(target, &tried)?;
-            match self.call_on(ctx, &lease, deadline, &rpc).await {
+            match self
+                .attempt(ctx, &lease, deadline, handle(&lease), &rpc)
+                .await
+            {
                 Err(Attempt::NeverReached(error)) if tried.len() + 1 < attempts => {
                     tracing::debug!(backend = %lease.addr(), error = %error, "attempt never reached the backend; retrying elsewhere");
                     tried.push(lease.addr());
@@ -134,11 +156,27 @@ impl Pool {
         F: Fn(Client, Duration) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        let deadline = deadline.into();
+        self.attempt(ctx, lease, deadline.into(), lease.client(), rpc)
+            .await
+    }
+
+    /// [`Pool::call_on`] with `rpc` handed `handle` for the backend.
+    async fn attempt<H, T, F, Fut>(
+        &self,
+        ctx: &RequestContext,
+        lease: &Lease,
+        deadline: Deadline,
+        handle: H,
+        rpc: &F,
+    ) -> Result<T, Attempt>
+    where
+        F: Fn(H, Duration) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
         let backend = lease.backend();
         let started = Instant::now();
         let remaining = deadline.remaining();
-        let result = tokio::time::timeout(remaining, rpc(lease.client(), remaining)).await;
+        let result = tokio::time::timeout(remaining, rpc(handle, remaining)).await;
         let finished = |outcome: &str| {
             let took = started.elapsed();
             self.metrics().upstream_call(&backend.label, outcome, took);
@@ -257,6 +295,27 @@ impl Pool {
         self.call(ctx, target, None, |mut client, timeout| {
             let request = EncodedInfer::request(request(encoded.clone(), timeout, ctx.trace()));
             async move { client.model_infer(request?).await }
+        })
+        .await
+    }
+}
+
+impl Pool {
+    /// One raw call of `path` through [`Pool::call_through`] (deadline,
+    /// ejection, a retry elsewhere only when an attempt never reached its
+    /// backend — and, for a streamed message, only when it took nothing of
+    /// the body: `body::Reader`).
+    pub(crate) async fn call_raw(
+        &self,
+        ctx: &RequestContext,
+        target: &Target<'_>,
+        deadline: Option<Duration>,
+        path: &'static str,
+        metadata: &tonic::metadata::MetadataMap,
+        message: &EncodedInfer,
+    ) -> Result<RawAnswer> {
+        self.call_through(ctx, target, deadline, Lease::raw, |raw, timeout| {
+            raw.call(path, metadata.clone(), timeout, message.clone())
         })
         .await
     }

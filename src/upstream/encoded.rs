@@ -94,6 +94,19 @@ impl EncodedInfer {
         Self::build(message, limit, streamed, Some(rest))
     }
 
+    /// A message already encoded by the client, relayed as it is: the
+    /// bytes in hand (its gRPC prefix first), then `rest_len` more from
+    /// `rest` (the passthrough's large `ModelInfer`).
+    pub(crate) fn raw(seen: Vec<Bytes>, rest_len: u64, rest: BodyRest) -> Self {
+        let mut pieces: Vec<Piece> = seen.into_iter().map(Piece::Ready).collect();
+        pieces.push(Piece::Rest(rest_len));
+        EncodedInfer {
+            pieces,
+            rest: Some(rest),
+            tap: None,
+        }
+    }
+
     fn build(
         mut message: ModelInferRequest,
         limit: usize,

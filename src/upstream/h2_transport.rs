@@ -247,7 +247,15 @@ async fn send_rest(mut body: Body, mut stream: SendStream<Bytes>) {
                 None | Some(Err(_)) => return,
             }
         }
-        let frame = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
+        // A backend that reset the stream (its deadline passed, say) is not
+        // waited on for a body that may never come.
+        let next = poll_fn(|cx| match stream.poll_reset(cx) {
+            Poll::Ready(_) => Poll::Ready(None),
+            Poll::Pending => Pin::new(&mut body).poll_frame(cx).map(Some),
+        });
+        let Some(frame) = next.await else {
+            return;
+        };
         match send_frame(frame, &body, &mut stream) {
             Ok(false) => {}
             Ok(true) | Err(_) => return,

@@ -11,6 +11,8 @@
 //! - `encoded.rs`: `ModelInfer` requests sent without copying tensors;
 //! - `answer.rs`: `ModelInfer` answers whose raw outputs are handed on as
 //!   they arrive;
+//! - `raw.rs`: calls whose answer is handed back undecoded (the
+//!   passthrough's large `ModelInfer`);
 //! - `thread_slot.rs`: which request channel the calling thread uses;
 //! - `model_info.rs`: the cache of model signatures.
 
@@ -24,6 +26,7 @@ mod h2_transport;
 pub(crate) mod health;
 pub(crate) mod model_info;
 pub(crate) mod pool;
+pub(crate) mod raw;
 pub(crate) mod select;
 pub(crate) mod thread_slot;
 mod transport;

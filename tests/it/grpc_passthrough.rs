@@ -35,7 +35,7 @@ struct Fleet {
 }
 
 /// The running passthrough: stop it, then await it.
-struct Server {
+pub(super) struct Server {
     stop: oneshot::Sender<()>,
     done: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
 }
@@ -70,6 +70,15 @@ async fn passthrough(
     addresses: Vec<String>,
     tweak: impl FnOnce(&mut Config),
 ) -> (Arc<Gateway>, Client, Server) {
+    let (gateway, addr, server) = serve(addresses, tweak).await;
+    (gateway, connect(addr).await, server)
+}
+
+/// [`passthrough`] without a client: the passthrough's address.
+pub(super) async fn serve(
+    addresses: Vec<String>,
+    tweak: impl FnOnce(&mut Config),
+) -> (Arc<Gateway>, SocketAddr, Server) {
     let mut config = Config::default();
     config.upstream.addresses = addresses;
     config.upstream.health.interval_ms = 50;
@@ -86,10 +95,10 @@ async fn passthrough(
         },
     ));
     gateway.pool().started().await;
-    (gateway, connect(addr).await, Server { stop, done })
+    (gateway, addr, Server { stop, done })
 }
 
-async fn connect(addr: SocketAddr) -> Client {
+pub(super) async fn connect(addr: SocketAddr) -> Client {
     GrpcInferenceServiceClient::connect(format!("http://{addr}"))
         .await
         .expect("connects")
@@ -103,7 +112,7 @@ fn fp32(values: &[f32]) -> Bytes {
         .into()
 }
 
-fn input(name: &str, datatype: &str, shape: &[i64]) -> InferInputTensor {
+pub(super) fn input(name: &str, datatype: &str, shape: &[i64]) -> InferInputTensor {
     InferInputTensor {
         name: name.to_owned(),
         datatype: datatype.to_owned(),
@@ -112,7 +121,7 @@ fn input(name: &str, datatype: &str, shape: &[i64]) -> InferInputTensor {
     }
 }
 
-fn param(choice: ParameterChoice) -> InferParameter {
+pub(super) fn param(choice: ParameterChoice) -> InferParameter {
     InferParameter {
         parameter_choice: Some(choice),
     }

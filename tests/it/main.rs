@@ -23,6 +23,7 @@ mod pool;
 mod process;
 mod reload;
 mod streamed_body;
+mod streamed_grpc;
 mod tls;
 mod upstream_hardening;
 mod v1_api;

@@ -270,13 +270,13 @@ fn a_bytes_input_read_whole_keeps_the_whole_body_limit() {
 }
 
 /// A TCP relay in front of an upstream that counts the bytes sent to it.
-struct Relay {
-    addr: SocketAddr,
+pub(super) struct Relay {
+    pub(super) addr: SocketAddr,
     sent: Arc<AtomicU64>,
 }
 
 impl Relay {
-    fn start(upstream: SocketAddr) -> Relay {
+    pub(super) fn start(upstream: SocketAddr) -> Relay {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let sent = Arc::new(AtomicU64::new(0));
@@ -296,7 +296,7 @@ impl Relay {
         Relay { addr, sent }
     }
 
-    fn sent(&self) -> u64 {
+    pub(super) fn sent(&self) -> u64 {
         self.sent.load(Ordering::SeqCst)
     }
 }
@@ -343,11 +343,15 @@ fn the_upstream_gets_the_first_tensor_bytes_while_the_client_still_sends() {
 
 /// A gateway in front of `demo` with the given `[limits]` lines.
 fn with_limits(demo: &DemoUpstream, limits: &str) -> (GatewayProcess, std::path::PathBuf) {
-    with_config(demo, &format!("[limits]\n{limits}"))
+    with_config(demo, &format!("[limits]\n{limits}"), &[])
 }
 
 /// A gateway in front of `demo` with `toml` as its configuration file.
-fn with_config(demo: &DemoUpstream, toml: &str) -> (GatewayProcess, std::path::PathBuf) {
+pub(super) fn with_config(
+    demo: &DemoUpstream,
+    toml: &str,
+    extra: &[&str],
+) -> (GatewayProcess, std::path::PathBuf) {
     static N: AtomicU64 = AtomicU64::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
     let name = format!("tensorgate-streamed-{}-{n}.toml", std::process::id());
@@ -361,7 +365,11 @@ fn with_config(demo: &DemoUpstream, toml: &str) -> (GatewayProcess, std::path::P
             &upstream,
             "--config",
             config.to_str().unwrap(),
-        ],
+        ]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect::<Vec<_>>(),
         None,
     );
     (gw, config)
@@ -399,8 +407,14 @@ fn a_streamed_body_has_its_own_size_limit() {
 }
 
 /// Bytes of the 1 GiB tensor: a pattern a cut or a shift would break.
-fn pattern(at: usize, len: usize) -> Vec<u8> {
+pub(super) fn pattern(at: usize, len: usize) -> Vec<u8> {
     (at..at + len).map(|i| (i % 251) as u8).collect()
+}
+
+/// Asserts the gateway's peak RSS stayed within `limit` bytes.
+pub(super) fn assert_peak_within(pid: u32, limit: u64) {
+    let peak = peak_rss(pid);
+    assert!(peak <= limit, "the gateway peaked at {} MiB", peak >> 20);
 }
 
 /// The gateway's peak RSS (`VmHWM`), in bytes.
@@ -424,6 +438,7 @@ fn a_1_gib_tensor_passes_both_ways_in_bounded_memory() {
     let (gw, config) = with_config(
         &demo,
         "[limits]\nbody_timeout_ms = 600000\n[upstream]\nrequest_timeout_ms = 600000\n",
+        &[],
     );
     let json = format!(
         r#"{{"inputs":[{{"name":"INPUT0","datatype":"UINT8","shape":[1,{SIZE}],"parameters":{{"binary_data_size":{SIZE}}}}}],"outputs":[{{"name":"OUTPUT0","parameters":{{"binary_data":true}}}}]}}"#
@@ -478,11 +493,6 @@ fn a_1_gib_tensor_passes_both_ways_in_bounded_memory() {
     }
     sending.join().unwrap();
     let _ = std::fs::remove_file(&config);
-    let peak = peak_rss(gw.child.id());
-    assert!(
-        peak <= 128 << 20,
-        "the gateway peaked at {} MiB",
-        peak >> 20
-    );
+    assert_peak_within(gw.child.id(), 128 << 20);
     assert_eq!(demo.infer_count(), 1);
 }

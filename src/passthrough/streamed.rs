@@ -1,0 +1,460 @@
+//! Large `ModelInfer` calls relayed while they arrive. In front of the
+//! generated service, a `ModelInfer` call's first bytes are read: gRPC's
+//! message prefix, then the message's leading fields up to its first
+//! `raw_input_contents` entry (`wire::grpc_head`). An uncompressed message
+//! of [`STREAM_FROM`] bytes or more whose leading fields come first (every
+//! protobuf encoder writes fields in number order) is routed on those
+//! fields — model, `sequence_id` — and its bytes relayed unchanged to the
+//! backend as they come (`body::BodyRest`, `upstream::raw`); the backend's
+//! answer goes back frame by frame, its trailers as they were.
+//!
+//! Anything else — a small or compressed message, leading fields that do
+//! not end within [`HEAD_MAX`] — is handed to the generated service with
+//! the bytes read put back in front, and decoded whole as before.
+//!
+//! A body that ends before its message does, or holds more than one
+//! message, never completes the message upstream: the stream is reset
+//! (`CANCEL`) and the client gets the status tonic gives that body.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::poll_fn;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http_body::{Body as _, Frame};
+use prost::Message;
+use tonic::body::Body;
+use tonic::codegen::BoxFuture;
+use tonic::metadata::MetadataMap;
+use tonic::server::NamedService;
+use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+use tonic::Status;
+use tower_service::Service;
+
+use super::auth::admit;
+use super::metadata;
+use super::service::Passthrough;
+use crate::app::guard::Permit;
+use crate::app::{Gateway, InflightGuard};
+use crate::body::{self, BodyFeed, BodyRest, Fault, STREAM_FROM};
+use crate::context::RequestContext;
+use crate::error::{Error, Kind};
+use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
+use crate::proto::inference::ModelInferRequest;
+use crate::translate::sequence::sequence_key;
+use crate::upstream::call::failure_text;
+use crate::upstream::encoded::EncodedInfer;
+use crate::upstream::raw::RawAnswer;
+use crate::upstream::Target;
+use crate::wire::grpc_head::{self, Head, PREFIX_LEN};
+
+/// The method relayed here.
+const MODEL_INFER: &str = "/inference.GRPCInferenceService/ModelInfer";
+
+/// Leading fields read ahead at most. They describe the tensors (tens of
+/// bytes per input and output), so a message whose first tensor entry lies
+/// further in carries its data elsewhere (typed `contents`) and is decoded
+/// whole instead.
+const HEAD_MAX: usize = 1 << 20;
+
+/// The inference service, its large `ModelInfer` calls relayed here.
+#[derive(Clone)]
+pub(crate) struct Streamed {
+    inner: GrpcInferenceServiceServer<Passthrough>,
+    gateway: Arc<Gateway>,
+}
+
+impl Streamed {
+    pub(super) fn new(
+        inner: GrpcInferenceServiceServer<Passthrough>,
+        gateway: Arc<Gateway>,
+    ) -> Streamed {
+        Streamed { inner, gateway }
+    }
+}
+
+impl NamedService for Streamed {
+    const NAME: &'static str = <GrpcInferenceServiceServer<Passthrough> as NamedService>::NAME;
+}
+
+impl Service<http::Request<Body>> for Streamed {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Service::<http::Request<Body>>::poll_ready(&mut self.inner, cx)
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        if request.uri().path() != MODEL_INFER {
+            return self.inner.call(request);
+        }
+        let mut inner = self.inner.clone();
+        let gateway = self.gateway.clone();
+        Box::pin(async move {
+            match open(request).await {
+                Opened::Whole(request) => inner.call(request).await,
+                Opened::Large(large) => Ok(relay(&gateway, large).await),
+            }
+        })
+    }
+}
+
+/// A `ModelInfer` call after its first bytes. Made once per call and
+/// taken apart at once: boxing a variant would cost every call an
+/// allocation to save a move.
+#[allow(clippy::large_enum_variant)]
+enum Opened {
+    /// For the generated service, the bytes read put back.
+    Whole(http::Request<Body>),
+    Large(Large),
+}
+
+/// A large message's call: its head, the bytes read so far (its prefix
+/// first), and the body they came from.
+struct Large {
+    parts: http::request::Parts,
+    seen: Vec<Bytes>,
+    leading: ModelInferRequest,
+    /// The message's length, from its prefix.
+    len: u64,
+    body: Body,
+}
+
+/// Reads frames until the call's size and leading fields are known.
+async fn open(request: http::Request<Body>) -> Opened {
+    let (parts, mut body) = request.into_parts();
+    let mut seen: VecDeque<Result<Frame<Bytes>, Status>> = VecDeque::new();
+    // The data so far in one piece, once it came in more than one frame.
+    let mut joined = BytesMut::new();
+    let mut data_frames = 0;
+    loop {
+        let next = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
+        let Some(Ok(frame)) = next else {
+            seen.extend(next);
+            return Opened::Whole(replayed(parts, seen, None));
+        };
+        let Some(data) = frame.data_ref().cloned() else {
+            seen.push_back(Ok(frame));
+            return Opened::Whole(replayed(parts, seen, Some(body)));
+        };
+        seen.push_back(Ok(frame));
+        data_frames += 1;
+        let bytes: &[u8] = if data_frames == 1 {
+            &data
+        } else {
+            if data_frames == 2 {
+                joined.extend(seen.iter().take(1).flat_map(data_of));
+            }
+            joined.extend_from_slice(&data);
+            &joined
+        };
+        match decide(bytes) {
+            Decision::More => continue,
+            Decision::Whole => return Opened::Whole(replayed(parts, seen, Some(body))),
+            Decision::Large { head_len, len } => {
+                let leading = &bytes[PREFIX_LEN..PREFIX_LEN + head_len];
+                let Ok(leading) = ModelInferRequest::decode(leading) else {
+                    return Opened::Whole(replayed(parts, seen, Some(body)));
+                };
+                let seen = seen.into_iter().flat_map(|f| data_of(&f)).collect();
+                return Opened::Large(Large {
+                    parts,
+                    seen,
+                    leading,
+                    len,
+                    body,
+                });
+            }
+        }
+    }
+}
+
+fn data_of(frame: &Result<Frame<Bytes>, Status>) -> Option<Bytes> {
+    frame.as_ref().ok().and_then(Frame::data_ref).cloned()
+}
+
+/// What the bytes so far say.
+enum Decision {
+    More,
+    Whole,
+    /// Relay it: the leading fields are the message's first `head_len`
+    /// bytes, the message `len` bytes long.
+    Large {
+        head_len: usize,
+        len: u64,
+    },
+}
+
+fn decide(bytes: &[u8]) -> Decision {
+    let Some(prefix) = grpc_head::prefix(bytes) else {
+        return Decision::More;
+    };
+    let len = u64::from(prefix.len);
+    let message = &bytes[PREFIX_LEN..];
+    // A body holding more than its message is left to the decoder's checks.
+    if prefix.compressed || len < STREAM_FROM || message.len() as u64 >= len {
+        return Decision::Whole;
+    }
+    match grpc_head::head(message) {
+        Head::Ends { len: head_len } => Decision::Large { head_len, len },
+        Head::Incomplete if message.len() < HEAD_MAX => Decision::More,
+        Head::Incomplete | Head::Unwalkable => Decision::Whole,
+    }
+}
+
+/// The request with the frames read put back in front of the rest of its
+/// body (`None`: it ended).
+fn replayed(
+    parts: http::request::Parts,
+    seen: VecDeque<Result<Frame<Bytes>, Status>>,
+    rest: Option<Body>,
+) -> http::Request<Body> {
+    http::Request::from_parts(parts, Body::new(Replayed { seen, rest }))
+}
+
+struct Replayed {
+    seen: VecDeque<Result<Frame<Bytes>, Status>>,
+    rest: Option<Body>,
+}
+
+impl http_body::Body for Replayed {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        if let Some(frame) = self.seen.pop_front() {
+            return Poll::Ready(Some(frame));
+        }
+        match &mut self.rest {
+            Some(rest) => Pin::new(rest).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.seen.is_empty() && self.rest.as_ref().is_none_or(|r| r.is_end_stream())
+    }
+}
+
+/// Relays a large call: admitted as the generated service would admit it,
+/// its size against `limits.max_streamed_body_size`, then sent through
+/// [`crate::upstream::Pool::call_raw`] while a pump feeds the rest of the
+/// body in.
+async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
+    let Large {
+        parts,
+        seen,
+        leading,
+        len,
+        body,
+    } = large;
+    let peer = peer(&parts.extensions);
+    let client_metadata = MetadataMap::from_headers(parts.headers);
+    let permit = match admit(gateway, &client_metadata, peer, "inference") {
+        Ok(permit) => permit,
+        Err(status) => return status.into_http(),
+    };
+    let inflight = gateway.inflight().enter();
+    let limit = gateway.config().limits.max_streamed_body_size as u64;
+    if len > limit {
+        return too_large(len, limit).to_status().into_http();
+    }
+    let (feed, rest) = body::channel();
+    tokio::spawn(pump(body, feed));
+    let in_hand: u64 = seen.iter().map(|b| b.len() as u64).sum();
+    let owed = (PREFIX_LEN as u64 + len).saturating_sub(in_hand);
+    let message = EncodedInfer::raw(seen, owed, rest.clone());
+    let sequence = sequence_key(&leading);
+    let target = Target {
+        model: Some(&leading.model_name),
+        sequence: sequence.as_deref(),
+    };
+    let ctx = RequestContext::untraced();
+    let answer = gateway
+        .pool()
+        .call_raw(
+            &ctx,
+            &target,
+            metadata::deadline(&client_metadata),
+            MODEL_INFER,
+            &metadata::forwarded(&client_metadata),
+            &message,
+        )
+        .await;
+    match answer {
+        Ok(answer) => relayed(answer, (permit, inflight)),
+        Err(error) => {
+            let error = body_failure(&rest).unwrap_or(error);
+            rest.abandon();
+            tracing::debug!(code = ?error.kind.status().1, message = %error.message, "streamed gRPC call failed");
+            error.to_status().into_http()
+        }
+    }
+}
+
+/// tonic's own refusal of a message above its decoding limit.
+fn too_large(len: u64, limit: u64) -> Error {
+    Error::new(
+        Kind::PayloadTooLarge,
+        format!(
+            "Error, decoded message length too large: found {len} bytes, the limit is: {limit} bytes"
+        ),
+    )
+}
+
+/// The client's peer address, with or without TLS.
+fn peer(extensions: &http::Extensions) -> Option<SocketAddr> {
+    extensions
+        .get::<TcpConnectInfo>()
+        .and_then(TcpConnectInfo::remote_addr)
+        .or_else(|| {
+            extensions
+                .get::<TlsConnectInfo<TcpConnectInfo>>()
+                .and_then(|i| i.get_ref().remote_addr())
+        })
+}
+
+/// What the client's body did wrong, if that failed the call: tonic's
+/// text for a body that ended inside its message.
+fn body_failure(rest: &BodyRest) -> Option<Error> {
+    match rest.fault()? {
+        Fault::Short { .. } => Some(Error::internal("Unexpected EOF decoding stream.")),
+        Fault::Long => Some(Error::internal(
+            "a unary call's body held more than one message",
+        )),
+        Fault::Broken => Some(Error::new(
+            Kind::ClientOther(tonic::Code::Cancelled),
+            "the client stopped sending its message",
+        )),
+        Fault::Spent => None,
+    }
+}
+
+/// Moves the body's data into `feed` until it ends (or breaks: the feed is
+/// dropped), or until nobody reads it any more.
+async fn pump(mut body: Body, feed: BodyFeed) {
+    loop {
+        let next = tokio::select! {
+            next = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)) => next,
+            () = feed.closed() => return,
+        };
+        match next {
+            None => {
+                let _ = feed.end().await;
+                return;
+            }
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    if !data.is_empty() && feed.send(data).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            Some(Err(_)) => return,
+        }
+    }
+}
+
+/// The backend's answer for the client: its metadata as the generated
+/// service would return it, then its frames and trailers as they come.
+/// `guards` (the admission permit, the in-flight count) last until the
+/// answer ends.
+fn relayed(answer: RawAnswer, guards: (Permit, InflightGuard)) -> http::Response<Body> {
+    let (parts, body) = answer.into_parts();
+    // A status in the head ("trailers-only"): the body carries nothing more.
+    let state = if parts.headers.contains_key("grpc-status") {
+        State::Through
+    } else {
+        State::Data
+    };
+    let mut headers = http::HeaderMap::new();
+    for name in [
+        "content-type",
+        "grpc-encoding",
+        "grpc-status",
+        "grpc-message",
+    ] {
+        if let Some(value) = parts.headers.get(name) {
+            headers.insert(name, value.clone());
+        }
+    }
+    headers.extend(metadata::returned(MetadataMap::from_headers(parts.headers)).into_headers());
+    let mut response = http::Response::new(Body::new(Relayed {
+        body,
+        state,
+        _guards: guards,
+    }));
+    *response.headers_mut() = headers;
+    response
+}
+
+struct Relayed {
+    body: Body,
+    state: State,
+    _guards: (Permit, InflightGuard),
+}
+
+#[derive(PartialEq)]
+enum State {
+    /// The message's frames, then the trailers with the status.
+    Data,
+    /// Whatever comes, as it comes (the status was in the head).
+    Through,
+    /// The status went.
+    Ended,
+}
+
+impl http_body::Body for Relayed {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        match self.state {
+            State::Ended => return Poll::Ready(None),
+            State::Through => return Pin::new(&mut self.body).poll_frame(cx),
+            State::Data => {}
+        }
+        let frame = ready!(Pin::new(&mut self.body).poll_frame(cx));
+        let frame = match frame {
+            Some(Ok(frame)) if !frame.is_trailers() => return Poll::Ready(Some(Ok(frame))),
+            Some(Ok(trailers)) => trailers,
+            // The backend's answer broke off, or ended without a status:
+            // the client gets one, as trailers.
+            Some(Err(status)) => broke_off(&failure_text(&status)),
+            None => broke_off("it ended without a status"),
+        };
+        self.state = State::Ended;
+        Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self.state {
+            State::Ended => true,
+            State::Through => self.body.is_end_stream(),
+            State::Data => false,
+        }
+    }
+}
+
+/// Trailers with the status of an answer that broke off.
+fn broke_off(why: &str) -> Frame<Bytes> {
+    let error = Error::new(
+        Kind::UpstreamUnreachable,
+        format!("the backend's answer broke off: {why}"),
+    );
+    let mut trailers = http::HeaderMap::new();
+    let _ = error.to_status().add_header(&mut trailers);
+    Frame::trailers(trailers)
+}
