@@ -25,7 +25,7 @@ cells = {}  # label -> dict(rps, p50, p99, cpu, rss_kb)
 problems = []
 
 
-def read_pa(label, path, ticks, served, kernel_ticks):
+def read_pa(label, path, ticks, served, kernel_ticks, rss="-"):
     if not os.path.exists(path):
         log = path[:-len(".csv")] + ".log"
         tail = open(log).read().strip().splitlines()[-3:] if os.path.exists(log) else []
@@ -38,7 +38,8 @@ def read_pa(label, path, ticks, served, kernel_ticks):
             "p99": float(row["p99 latency"]), "requests": served,
             "cpu": ticks / HZ * 1e6 / served if proxied and served > 0 else None,
             "kernel": kernel_ticks / HZ * 1e6 / served
-            if proxied and served > 0 and kernel_ticks is not None else None}
+            if proxied and served > 0 and kernel_ticks is not None else None,
+            "rss_kb": None if rss == "-" else int(rss)}
 
 
 def read_load(label, path, rss):
@@ -62,7 +63,7 @@ for line in open(RESULTS):
     label, kind, path, ticks, served, rss, kernel = (line.rstrip("\n").split("\t") + ["-"])[:7]
     if kind == "pa":
         cell = read_pa(label, path, int(ticks), int(served),
-                       None if kernel == "-" else int(kernel))
+                       None if kernel == "-" else int(kernel), rss)
     else:
         cell = read_load(label, path, rss)
     if cell is not None:
@@ -172,21 +173,29 @@ for key, title in (("bigjson", "load tool w4: 2×262,144 random FP32 in [0, 1) a
 
 
 # -- 2b. large binary tensors -------------------------------------------------------------
-for mib in sorted({int(l.split()[0][6:]) for l in cells if l.startswith("large-")}):
-    rows = []
-    direct = cells.get("large-%d direct" % mib)
-    for who, tname in (("direct", "Triton HTTP direct"), ("nginx", "nginx → Triton HTTP"),
-                       ("tensorgate", "tensorgate HTTP → gRPC")):
-        c = cells.get("large-%d %s" % (mib, who))
-        if c is None:
-            continue
-        rss = "-" if c.get("rss_kb") is None else "%.0f MB" % (c["rss_kb"] / 1024)
-        rows.append([tname, "%.2f" % c["rps"], us(c["p50"]), us(c["p99"]),
-                     "-" if who == "direct" else num(c["cpu"] and c["cpu"] / 1000, "%.1f"),
-                     rss, "" if who == "direct" else ratio(c["p50"], direct and direct["p50"])])
-    print("\nLarge binary tensors (load tool w3: 2×%d MiB FP32, binary in and out, 1 connection):" % mib)
-    table(["target", "req/s", "p50", "p99", "proxy CPU ms/req", "gateway peak RSS",
-           "p50 vs direct"], rows)
+def large_tables(prefix, targets, title):
+    for mib in sorted({int(l.split()[0][len(prefix):]) for l in cells if l.startswith(prefix)}):
+        rows = []
+        direct = cells.get("%s%d direct" % (prefix, mib))
+        for who, tname in targets:
+            c = cells.get("%s%d %s" % (prefix, mib, who))
+            if c is None:
+                continue
+            rss = "-" if c.get("rss_kb") is None else "%.0f MB" % (c["rss_kb"] / 1024)
+            rows.append([tname, "%.2f" % c["rps"], us(c["p50"]), us(c["p99"]),
+                         "-" if who == "direct" else num(c["cpu"] and c["cpu"] / 1000, "%.1f"),
+                         rss, "" if who == "direct" else ratio(c["p50"], direct and direct["p50"])])
+        print("\n" + title % mib)
+        table(["target", "req/s", "p50", "p99", "proxy CPU ms/req", "gateway peak RSS",
+               "p50 vs direct"], rows)
+
+
+large_tables("large-", (("direct", "Triton HTTP direct"), ("nginx", "nginx → Triton HTTP"),
+                        ("tensorgate", "tensorgate HTTP → gRPC")),
+             "Large binary tensors (load tool w3: 2×%d MiB FP32, binary in and out, 1 connection):")
+large_tables("largegrpc-", (("direct", "Triton gRPC direct"), ("nginx", "nginx `grpc_pass`"),
+                            ("tensorgate", "tensorgate passthrough")),
+             "Large binary tensors over gRPC (perf_analyzer: 2×%d MiB FP32, concurrency 1):")
 
 
 # -- 3. sweeps --------------------------------------------------------------------------
