@@ -2,7 +2,8 @@
 //! answer handed back as the backend's HTTP/2 response — headers, DATA
 //! frames, trailers — without tonic decoding it. The gRPC passthrough
 //! relays large `ModelInfer` calls this way, so that neither direction
-//! holds a whole message (`passthrough::streamed`).
+//! holds a whole message (`passthrough::streamed`); `Pool::call_raw` (in
+//! `call`) makes them with the pool's deadline, ejection and retries.
 //!
 //! A call fails here, as a generated client's would, when the backend
 //! cannot be reached or answers with a status and no message
@@ -63,6 +64,10 @@ impl RawClient {
             .map_err(|e| Status::internal(e.to_string()))?;
         *request.headers_mut() = headers(metadata, timeout);
         request.extensions_mut().insert(message);
+        // tonic's `Channel` (TLS backends) takes a call only once ready.
+        std::future::poll_fn(|cx| self.transport.poll_ready(cx))
+            .await
+            .map_err(Status::from_error)?;
         let answer = self
             .transport
             .call(request)

@@ -124,6 +124,57 @@ async fn mutual_tls_toward_the_upstream() {
     let _ = std::fs::remove_dir_all(&files);
 }
 
+#[tokio::test]
+async fn a_large_passthrough_call_is_relayed_to_a_tls_upstream() {
+    use tensorgate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
+    use tensorgate::proto::inference::model_infer_request::InferInputTensor;
+    use tensorgate::proto::inference::ModelInferRequest;
+
+    let ca = Ca::new();
+    let server = ca.leaf();
+    let files = dir("large");
+    let ca_file = write(&files, "ca.pem", &ca.pem);
+    let demo = DemoUpstream::start_tls(
+        "127.0.0.1:0".parse().unwrap(),
+        server.cert.as_bytes(),
+        server.key.as_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    let gateway =
+        Arc::new(gateway_over(&demo, |c| c.upstream.tls.ca_file = Some(ca_file.clone())).await);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(tensorgate::passthrough::serve(
+        gateway,
+        listener,
+        std::future::pending(),
+    ));
+    let mut client = GrpcInferenceServiceClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap()
+        .max_decoding_message_size(64 << 20);
+    // 8 MiB: relayed as it arrives (`passthrough::streamed`), through
+    // tonic's `Channel`, which TLS backends use.
+    let data = bytes::Bytes::from(vec![7u8; 8 << 20]);
+    let request = ModelInferRequest {
+        model_name: "identity_uint8".into(),
+        inputs: vec![InferInputTensor {
+            name: "INPUT0".into(),
+            datatype: "UINT8".into(),
+            shape: vec![1, 8 << 20],
+            ..Default::default()
+        }],
+        raw_input_contents: vec![data.clone()],
+        ..Default::default()
+    };
+    let response = client.model_infer(request).await.expect("relayed");
+    assert_eq!(response.into_inner().raw_output_contents, [data]);
+    assert_eq!(demo.infer_count(), 1);
+    let _ = std::fs::remove_dir_all(&files);
+}
+
 /// One HTTPS GET trusting only `ca_file`: the status line and the
 /// server's certificate (DER).
 async fn https_get(addr: std::net::SocketAddr, ca_file: &Path, path: &str) -> (String, Vec<u8>) {
