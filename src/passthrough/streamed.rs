@@ -133,6 +133,8 @@ async fn open(request: http::Request<Body>) -> Opened {
     // The data so far in one piece, once it came in more than one frame.
     let mut joined = BytesMut::new();
     let mut data_frames = 0;
+    // Where the walk of the leading fields may resume.
+    let mut walked = 0;
     loop {
         let next = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
         let Some(Ok(frame)) = next else {
@@ -154,7 +156,7 @@ async fn open(request: http::Request<Body>) -> Opened {
             joined.extend_from_slice(&data);
             &joined
         };
-        match decide(bytes) {
+        match decide(bytes, &mut walked) {
             Decision::More => continue,
             Decision::Whole => return Opened::Whole(replayed(parts, seen, Some(body))),
             Decision::Large { head_len, len } => {
@@ -191,7 +193,9 @@ enum Decision {
     },
 }
 
-fn decide(bytes: &[u8]) -> Decision {
+/// `walked`: where the last walk of the leading fields stopped (see
+/// `grpc_head::head`), updated.
+fn decide(bytes: &[u8], walked: &mut usize) -> Decision {
     let Some(prefix) = grpc_head::prefix(bytes) else {
         return Decision::More;
     };
@@ -201,10 +205,13 @@ fn decide(bytes: &[u8]) -> Decision {
     if prefix.compressed || len < STREAM_FROM || message.len() as u64 >= len {
         return Decision::Whole;
     }
-    match grpc_head::head(message) {
+    match grpc_head::head(message, *walked) {
         Head::Ends { len: head_len } => Decision::Large { head_len, len },
-        Head::Incomplete if message.len() < HEAD_MAX => Decision::More,
-        Head::Incomplete | Head::Unwalkable => Decision::Whole,
+        Head::Incomplete { walked: at } if message.len() < HEAD_MAX => {
+            *walked = at;
+            Decision::More
+        }
+        Head::Incomplete { .. } | Head::Unwalkable => Decision::Whole,
     }
 }
 

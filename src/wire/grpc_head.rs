@@ -39,19 +39,23 @@ pub enum Head {
     /// The fields before the first `raw_input_contents` entry are the
     /// message's first `len` bytes; that entry's key begins there.
     Ends { len: usize },
-    /// More bytes are needed to find that entry.
-    Incomplete,
+    /// More bytes are needed to find that entry; the fields before byte
+    /// `walked` are complete, so a later walk may start there.
+    Incomplete { walked: usize },
     /// Not a message this walk can read ahead in (see the module doc).
     Unwalkable,
 }
 
 /// Walks `message` (the bytes after the prefix, as many as have arrived)
-/// field by field to the first `raw_input_contents` key.
-pub fn head(message: &[u8]) -> Head {
-    let mut at = 0;
+/// field by field to the first `raw_input_contents` key, from `from`: 0,
+/// or the `walked` of an earlier walk over fewer of the same bytes (so
+/// that a message arriving in many small frames is walked once, not once
+/// per frame). A `from` beyond the bytes is taken as their end.
+pub fn head(message: &[u8], from: usize) -> Head {
+    let mut at = from.min(message.len());
     loop {
         let Some((key, key_len)) = varint(&message[at..]) else {
-            return incomplete_or_unwalkable(&message[at..]);
+            return incomplete_or_unwalkable(&message[at..], at);
         };
         let field = key >> 3;
         if field == 0 {
@@ -64,12 +68,12 @@ pub fn head(message: &[u8]) -> Head {
         let skip = match key & 7 {
             0 => match varint(value) {
                 Some((_, n)) => Some(n),
-                None => return incomplete_or_unwalkable(value),
+                None => return incomplete_or_unwalkable(value, at),
             },
             1 => Some(8),
             2 => match varint(value) {
                 Some((len, n)) => usize::try_from(len).ok().and_then(|l| l.checked_add(n)),
-                None => return incomplete_or_unwalkable(value),
+                None => return incomplete_or_unwalkable(value, at),
             },
             5 => Some(4),
             _ => return Head::Unwalkable,
@@ -79,19 +83,19 @@ pub fn head(message: &[u8]) -> Head {
             return Head::Unwalkable;
         };
         if value.len() < skip {
-            return Head::Incomplete;
+            return Head::Incomplete { walked: at };
         }
         at += key_len + skip;
     }
 }
 
 /// A varint that did not decode: cut off by the end of the bytes, or
-/// longer than 10 bytes.
-fn incomplete_or_unwalkable(bytes: &[u8]) -> Head {
+/// longer than 10 bytes. The field it belongs to starts at `walked`.
+fn incomplete_or_unwalkable(bytes: &[u8], walked: usize) -> Head {
     if bytes.len() >= 10 {
         Head::Unwalkable
     } else {
-        Head::Incomplete
+        Head::Incomplete { walked }
     }
 }
 
@@ -146,7 +150,7 @@ mod tests {
     fn the_head_is_the_fields_before_the_first_tensor() {
         let whole = message();
         let bytes = whole.encode_to_vec();
-        let Head::Ends { len } = head(&bytes) else {
+        let Head::Ends { len } = head(&bytes, 0) else {
             panic!("no head in {bytes:?}")
         };
         let leading = ModelInferRequest::decode(&bytes[..len]).unwrap();
@@ -159,35 +163,65 @@ mod tests {
     #[test]
     fn every_cut_before_the_first_tensor_asks_for_more() {
         let bytes = message().encode_to_vec();
-        let Head::Ends { len } = head(&bytes) else {
+        let Head::Ends { len } = head(&bytes, 0) else {
             panic!()
         };
         for cut in 0..len {
-            assert_eq!(head(&bytes[..cut]), Head::Incomplete, "cut at {cut}");
+            assert!(
+                matches!(head(&bytes[..cut], 0), Head::Incomplete { walked } if walked <= cut),
+                "cut at {cut}"
+            );
         }
-        assert_eq!(head(&bytes[..=len]), Head::Ends { len });
+        assert_eq!(head(&bytes[..=len], 0), Head::Ends { len });
+    }
+
+    #[test]
+    fn a_walk_resumed_byte_by_byte_finds_the_same_head() {
+        let bytes = message().encode_to_vec();
+        let whole = head(&bytes, 0);
+        let mut from = 0;
+        for end in 0..=bytes.len() {
+            match head(&bytes[..end], from) {
+                Head::Incomplete { walked } => {
+                    assert!(walked >= from, "the walk never goes back");
+                    from = walked;
+                }
+                found => {
+                    assert_eq!(found, whole, "found with {end} bytes");
+                    return;
+                }
+            }
+        }
+        panic!("never found");
     }
 
     #[test]
     fn a_message_without_tensors_never_ends_its_head() {
         let mut m = message();
         m.raw_input_contents.clear();
-        assert_eq!(head(&m.encode_to_vec()), Head::Incomplete);
+        assert!(matches!(
+            head(&m.encode_to_vec(), 0),
+            Head::Incomplete { .. }
+        ));
     }
 
     #[test]
     fn what_the_walk_cannot_read_is_unwalkable() {
-        assert_eq!(head(&[0x00]), Head::Unwalkable, "field 0");
-        assert_eq!(head(&[(1 << 3) | 3]), Head::Unwalkable, "a group");
-        assert_eq!(head(&[0xff; 10]), Head::Unwalkable, "an 11-byte varint");
+        assert_eq!(head(&[0x00], 0), Head::Unwalkable, "field 0");
+        assert_eq!(head(&[(1 << 3) | 3], 0), Head::Unwalkable, "a group");
+        assert_eq!(head(&[0xff; 10], 0), Head::Unwalkable, "an 11-byte varint");
         let mut beyond = vec![(1 << 3) | 2];
         beyond.extend([0xff; 9]);
         beyond.push(0x01);
-        assert_eq!(head(&beyond), Head::Unwalkable, "a length beyond memory");
+        assert_eq!(head(&beyond, 0), Head::Unwalkable, "a length beyond memory");
         let mut far = vec![(1 << 3) | 2];
         far.extend([0xff; 8]);
         far.push(0x7f);
-        assert_eq!(head(&far), Head::Incomplete, "a length not in hand yet");
+        assert_eq!(
+            head(&far, 0),
+            Head::Incomplete { walked: 0 },
+            "a length not in hand yet"
+        );
     }
 
     #[test]

@@ -193,6 +193,25 @@ async fn the_backend_gets_the_first_tensor_bytes_while_the_client_still_sends() 
 }
 
 #[tokio::test]
+async fn a_message_whose_start_comes_byte_by_byte_is_relayed() {
+    let demo = demo().await;
+    let (_gateway, addr, _server) = serve(vec![demo.local_addr().to_string()], |_| {}).await;
+    let data = tensor();
+    let request = framed(&identity(data.clone()));
+    let mut call = RawCall::open(addr).await;
+    // One DATA frame per byte until well past the leading fields.
+    for at in 0..2000 {
+        call.send(request.slice(at..at + 1)).await;
+    }
+    call.send(request.slice(2000..)).await;
+    call.end().await;
+    let answer = call.answer().await;
+    assert_eq!(answer.code, Code::Ok, "{}", answer.message);
+    assert_eq!(decoded(answer.body).raw_output_contents, [data]);
+    assert_eq!(demo.infer_count(), 1);
+}
+
+#[tokio::test]
 async fn a_message_cut_short_never_reaches_the_model() {
     let demo = demo().await;
     let (gateway, addr, _server) = serve(vec![demo.local_addr().to_string()], |_| {}).await;
