@@ -158,6 +158,16 @@ fn percent(text: &str) -> String {
     String::from_utf8(out).unwrap()
 }
 
+/// Ends `call` and checks that the identity model ran once and sent `data`
+/// back.
+async fn assert_echoed(mut call: RawCall, data: Bytes, demo: &DemoUpstream) {
+    call.end().await;
+    let answer = call.answer().await;
+    assert_eq!(answer.code, Code::Ok, "{}", answer.message);
+    assert_eq!(decoded(answer.body).raw_output_contents, [data]);
+    assert_eq!(demo.infer_count(), 1);
+}
+
 fn decoded(mut body: Bytes) -> ModelInferResponse {
     assert_eq!(body.get_u8(), 0, "uncompressed");
     let len = body.get_u32() as usize;
@@ -185,11 +195,7 @@ async fn the_backend_gets_the_first_tensor_bytes_while_the_client_still_sends() 
     );
     assert_eq!(demo.infer_count(), 0);
     call.send(request.slice(half..)).await;
-    call.end().await;
-    let answer = call.answer().await;
-    assert_eq!(answer.code, Code::Ok, "{}", answer.message);
-    assert_eq!(decoded(answer.body).raw_output_contents, [data]);
-    assert_eq!(demo.infer_count(), 1);
+    assert_echoed(call, data, &demo).await;
 }
 
 #[tokio::test]
@@ -204,11 +210,7 @@ async fn a_message_whose_start_comes_byte_by_byte_is_relayed() {
         call.send(request.slice(at..at + 1)).await;
     }
     call.send(request.slice(2000..)).await;
-    call.end().await;
-    let answer = call.answer().await;
-    assert_eq!(answer.code, Code::Ok, "{}", answer.message);
-    assert_eq!(decoded(answer.body).raw_output_contents, [data]);
-    assert_eq!(demo.infer_count(), 1);
+    assert_echoed(call, data, &demo).await;
 }
 
 #[tokio::test]

@@ -144,13 +144,7 @@ async fn a_large_passthrough_call_is_relayed_to_a_tls_upstream() {
     .unwrap();
     let gateway =
         Arc::new(gateway_over(&demo, |c| c.upstream.tls.ca_file = Some(ca_file.clone())).await);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(tensorgate::passthrough::serve(
-        gateway,
-        listener,
-        std::future::pending(),
-    ));
+    let addr = serve_passthrough(gateway).await;
     let mut client = GrpcInferenceServiceClient::connect(format!("http://{addr}"))
         .await
         .unwrap()
@@ -173,6 +167,18 @@ async fn a_large_passthrough_call_is_relayed_to_a_tls_upstream() {
     assert_eq!(response.into_inner().raw_output_contents, [data]);
     assert_eq!(demo.infer_count(), 1);
     let _ = std::fs::remove_dir_all(&files);
+}
+
+/// The gateway's gRPC passthrough on a port-0 listener, until the test ends.
+async fn serve_passthrough(gateway: Arc<Gateway>) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(tensorgate::passthrough::serve(
+        gateway,
+        listener,
+        std::future::pending(),
+    ));
+    addr
 }
 
 /// One HTTPS GET trusting only `ca_file`: the status line and the
@@ -268,13 +274,7 @@ async fn grpc_passthrough_over_tls() {
         })
         .await,
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(tensorgate::passthrough::serve(
-        gateway,
-        listener,
-        std::future::pending(),
-    ));
+    let addr = serve_passthrough(gateway).await;
     let tls = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(&ca.pem))
         .domain_name("localhost");
