@@ -156,9 +156,12 @@ impl DemoState {
                 success: duration(c.success_count, c.success_ns),
                 fail: duration(0, 0),
                 queue: duration(0, 0),
-                compute_input: duration(0, 0),
+                // Every success had an input and an output phase (timed as
+                // zero): clients such as perf_analyzer require the three
+                // compute counts to agree.
+                compute_input: duration(c.success_count, 0),
                 compute_infer: duration(c.success_count, c.success_ns),
-                compute_output: duration(0, 0),
+                compute_output: duration(c.success_count, 0),
                 cache_hit: duration(0, 0),
                 cache_miss: duration(0, 0),
             }),
