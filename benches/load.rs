@@ -30,6 +30,10 @@
 //! request; before the load starts one request is sent and its outputs are
 //! checked against `INPUT0 + INPUT1` and `INPUT0 - INPUT1`.
 //!
+//! With `--url grpc://IP:PORT` and a binary workload (`w1`, `w3`) the same
+//! inputs go as one gRPC `ModelInfer` call with `raw_input_contents`
+//! (module `grpc`); the checked call compares its `raw_output_contents`.
+//!
 //! ```text
 //! cargo bench --bench load -- --url http://127.0.0.1:8000 --workload w1 \
 //!     --connections 4 --duration 5 --warmup 1 --pid $(pidof tensorgate) --json
@@ -49,12 +53,16 @@ use serde_json::{json, Value};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-/// Closed-loop HTTP/1.1 load generator (keep-alive connections).
+#[path = "load/grpc.rs"]
+mod grpc;
+
+/// Closed-loop HTTP/1.1 (or gRPC) load generator (keep-alive connections).
 #[derive(Parser, Debug)]
 #[command(about)]
 struct Args {
     /// Target, `http://IP:PORT/path`. With a built-in workload and no path,
-    /// the path is `/v2/models/add_sub/infer`.
+    /// the path is `/v2/models/add_sub/infer`. `grpc://IP:PORT`: gRPC
+    /// `ModelInfer` calls (binary workloads only).
     #[arg(long)]
     url: String,
     /// Built-in request body (see the module documentation).
@@ -85,6 +93,11 @@ struct Args {
     /// processes, summed) per request. Repeatable.
     #[arg(long = "pid")]
     pids: Vec<String>,
+    /// Hold each HTTP connection to this many MB (10^6 bytes) a second in
+    /// each direction, as a link slower than loopback would (unpaced if
+    /// absent). HTTP only.
+    #[arg(long)]
+    rate_mb_s: Option<f64>,
     /// Client runtime worker threads (1: current-thread runtime).
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -148,6 +161,8 @@ struct Expected {
 
 /// The request every connection sends, and how to check its response.
 struct Request {
+    /// gRPC (`bytes` is the framed message) or HTTP/1.1 (head and body).
+    grpc: bool,
     bytes: Bytes,
     body_len: usize,
     expected: Option<Expected>,
@@ -167,10 +182,9 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// Body and extra headers of a built-in workload.
-fn workload_body(workload: Workload, n: usize) -> (Vec<u8>, Vec<String>, Expected) {
-    let integral = workload == Workload::LargeJsonIntegral;
-    let (a, b) = if integral {
+/// The two input tensors of a built-in workload, and what to expect back.
+fn workload_inputs(workload: Workload, n: usize) -> (Vec<f32>, Vec<f32>, Expected) {
+    let (a, b): (Vec<f32>, Vec<f32>) = if workload == Workload::LargeJsonIntegral {
         ((0..n).map(|i| i as f32).collect(), vec![1.0; n])
     } else {
         (values(n, 1), values(n, 2))
@@ -180,6 +194,13 @@ fn workload_body(workload: Workload, n: usize) -> (Vec<u8>, Vec<String>, Expecte
         sum: a.iter().zip(&b).map(|(x, y)| x + y).collect(),
         diff: a.iter().zip(&b).map(|(x, y)| x - y).collect(),
     };
+    (a, b, expected)
+}
+
+/// HTTP body and extra headers of a built-in workload.
+fn workload_body(workload: Workload, a: &[f32], b: &[f32]) -> (Vec<u8>, Vec<String>) {
+    let integral = workload == Workload::LargeJsonIntegral;
+    let n = a.len();
     if workload.binary() {
         let size = n * 4;
         let header = json!({
@@ -197,18 +218,18 @@ fn workload_body(workload: Workload, n: usize) -> (Vec<u8>, Vec<String>, Expecte
         .to_string();
         let mut body = Vec::with_capacity(header.len() + 2 * size);
         body.extend_from_slice(header.as_bytes());
-        for v in a.iter().chain(&b) {
+        for v in a.iter().chain(b) {
             body.extend_from_slice(&v.to_le_bytes());
         }
         let headers = vec![
             "Content-Type: application/octet-stream".to_string(),
             format!("Inference-Header-Content-Length: {}", header.len()),
         ];
-        (body, headers, expected)
+        (body, headers)
     } else {
         let mut body = String::with_capacity(n * 24 + 256);
         body.push_str("{\"inputs\":[");
-        for (i, data) in [&a, &b].iter().enumerate() {
+        for (i, data) in [a, b].iter().enumerate() {
             if i > 0 {
                 body.push(',');
             }
@@ -234,15 +255,22 @@ fn workload_body(workload: Workload, n: usize) -> (Vec<u8>, Vec<String>, Expecte
              {\"name\":\"OUTPUT1\",\"parameters\":{\"binary_data\":false}}]}",
         );
         let headers = vec!["Content-Type: application/json".to_string()];
-        (body.into_bytes(), headers, expected)
+        (body.into_bytes(), headers)
     }
 }
 
-/// `http://HOST:PORT/path` → (address, Host header value, path).
-fn parse_url(url: &str) -> Result<(SocketAddr, String, String), String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("only http:// URLs are supported, got {url:?}"))?;
+/// `http://HOST:PORT/path` or `grpc://HOST:PORT` → (address, Host header
+/// value, path, gRPC?).
+fn parse_url(url: &str) -> Result<(SocketAddr, String, String, bool), String> {
+    let (rest, grpc) = match (url.strip_prefix("http://"), url.strip_prefix("grpc://")) {
+        (Some(rest), _) => (rest, false),
+        (None, Some(rest)) => (rest, true),
+        _ => {
+            return Err(format!(
+                "only http:// and grpc:// URLs are supported, got {url:?}"
+            ))
+        }
+    };
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, ""),
@@ -250,16 +278,41 @@ fn parse_url(url: &str) -> Result<(SocketAddr, String, String), String> {
     let addr = authority
         .parse::<SocketAddr>()
         .map_err(|e| format!("{url:?}: the host must be IP:PORT ({e})"))?;
-    Ok((addr, authority.to_string(), path.to_string()))
+    Ok((addr, authority.to_string(), path.to_string(), grpc))
+}
+
+/// The gRPC request of a binary workload.
+fn build_grpc_request(args: &Args) -> Result<Request, String> {
+    let w = match args.workload {
+        Some(w) if w.binary() && args.headers.is_empty() && args.rate_mb_s.is_none() => w,
+        _ => {
+            return Err(
+                "grpc:// takes a binary workload (w1, w3), no --header, no --rate-mb-s".into(),
+            )
+        }
+    };
+    let n = args.elements.unwrap_or_else(|| w.default_elements());
+    let (a, b, expected) = workload_inputs(w, n);
+    let bytes = grpc::message(&a, &b);
+    Ok(Request {
+        grpc: true,
+        body_len: bytes.len(),
+        bytes,
+        expected: Some(expected),
+    })
 }
 
 fn build_request(args: &Args) -> Result<(SocketAddr, Request, Option<Workload>), String> {
-    let (addr, host, mut path) = parse_url(&args.url)?;
+    let (addr, host, mut path, grpc) = parse_url(&args.url)?;
+    if grpc {
+        return Ok((addr, build_grpc_request(args)?, args.workload));
+    }
     let mut headers = Vec::new();
     let (body, expected) = match (args.workload, &args.body_file) {
         (Some(w), _) => {
             let n = args.elements.unwrap_or_else(|| w.default_elements());
-            let (body, extra, expected) = workload_body(w, n);
+            let (a, b, expected) = workload_inputs(w, n);
+            let (body, extra) = workload_body(w, &a, &b);
             headers.extend(extra);
             if path.is_empty() || path == "/" {
                 path = DEFAULT_INFER_PATH.to_string();
@@ -299,6 +352,7 @@ fn build_request(args: &Args) -> Result<(SocketAddr, Request, Option<Workload>),
     Ok((
         addr,
         Request {
+            grpc: false,
             bytes: Bytes::from(bytes),
             body_len: body.len(),
             expected,
@@ -322,6 +376,54 @@ struct Conn {
     buf: Vec<u8>,
     pos: usize,
     len: usize,
+    /// `--rate-mb-s`: the request's writes, then the response's reads.
+    pace: Option<(Pacer, Pacer)>,
+}
+
+/// Bytes a paced connection moves per socket call (so the pace is smooth).
+const PACE_CHUNK: usize = 64 * 1024;
+/// Lateness of a paced connection's timer that is credited back.
+const PACE_SLACK: Duration = Duration::from_millis(5);
+
+/// Holds one direction of a connection to a byte rate, as a link would:
+/// each socket call's bytes take `n / rate` on the link, starting when the
+/// previous ones are through or when they came, whichever is later. Time
+/// the link stood idle is not made up for later, except up to
+/// `PACE_SLACK`: the timer wakes up to a millisecond late, and that lateness
+/// is credited back.
+struct Pacer {
+    bytes_per_s: f64,
+    /// When the link is free again.
+    free: Instant,
+}
+
+impl Pacer {
+    fn new(bytes_per_s: f64) -> Pacer {
+        Pacer {
+            bytes_per_s,
+            free: Instant::now(),
+        }
+    }
+
+    async fn pass(&mut self, n: usize) {
+        let now = Instant::now();
+        let start = if now > self.free + PACE_SLACK {
+            now
+        } else {
+            self.free
+        };
+        self.free = start + Duration::from_secs_f64(n as f64 / self.bytes_per_s);
+        tokio::time::sleep_until(self.free).await;
+    }
+}
+
+/// Where the connections go, and how.
+#[derive(Clone, Copy)]
+struct Target {
+    addr: SocketAddr,
+    grpc: bool,
+    /// Bytes a second per direction (`--rate-mb-s`).
+    rate: Option<f64>,
 }
 
 /// Status line and the headers that matter.
@@ -355,7 +457,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 impl Conn {
-    async fn connect(addr: SocketAddr) -> io::Result<Conn> {
+    async fn connect(addr: SocketAddr, rate: Option<f64>) -> io::Result<Conn> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         Ok(Conn {
@@ -363,14 +465,24 @@ impl Conn {
             buf: vec![0; READ_BUFFER],
             pos: 0,
             len: 0,
+            pace: rate.map(|r| (Pacer::new(r), Pacer::new(r))),
         })
     }
 
     async fn write_all(&mut self, mut data: &[u8]) -> io::Result<()> {
         while !data.is_empty() {
-            match self.stream.try_write(data) {
+            let step = match self.pace {
+                Some(_) => data.len().min(PACE_CHUNK),
+                None => data.len(),
+            };
+            match self.stream.try_write(&data[..step]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => data = &data[n..],
+                Ok(n) => {
+                    data = &data[n..];
+                    if let Some((write, _)) = &mut self.pace {
+                        write.pass(n).await;
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.stream.writable().await?;
                 }
@@ -395,11 +507,18 @@ impl Conn {
                 self.buf.resize(grown, 0);
             }
         }
+        let end = match self.pace {
+            Some(_) => self.buf.len().min(self.len + PACE_CHUNK),
+            None => self.buf.len(),
+        };
         loop {
-            match self.stream.try_read(&mut self.buf[self.len..]) {
+            match self.stream.try_read(&mut self.buf[self.len..end]) {
                 Ok(0) => return Err(eof()),
                 Ok(n) => {
                     self.len += n;
+                    if let Some((_, read)) = &mut self.pace {
+                        read.pass(n).await;
+                    }
                     return Ok(());
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -555,6 +674,29 @@ impl Conn {
     }
 }
 
+/// The connection of either mode.
+enum Link {
+    Http(Conn),
+    Grpc(grpc::Conn),
+}
+
+impl Link {
+    async fn connect(target: Target) -> io::Result<Link> {
+        Ok(if target.grpc {
+            Link::Grpc(grpc::Conn::connect(target.addr).await?)
+        } else {
+            Link::Http(Conn::connect(target.addr, target.rate).await?)
+        })
+    }
+
+    async fn exchange(&mut self, request: &Bytes, keep_all: bool) -> io::Result<Response> {
+        match self {
+            Link::Http(c) => c.exchange(request, keep_all).await,
+            Link::Grpc(c) => c.exchange(request, keep_all).await,
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Validation of the one response checked before the load.
 
@@ -583,7 +725,7 @@ fn compare(name: &str, got: &[f32], want: &[f32]) -> Result<(), String> {
     }
 }
 
-fn validate(resp: &Response, expected: Option<&Expected>) -> Result<(), String> {
+fn validate(resp: &Response, expected: Option<&Expected>, grpc: bool) -> Result<(), String> {
     if resp.status != 200 {
         return Err(format!(
             "status {}: {}",
@@ -594,6 +736,9 @@ fn validate(resp: &Response, expected: Option<&Expected>) -> Result<(), String> 
     let Some(expected) = expected else {
         return Ok(());
     };
+    if grpc {
+        return check_outputs(&grpc::outputs(&resp.body)?, expected);
+    }
     let header_len = if expected.binary {
         resp.inference_header_len
             .ok_or("binary outputs requested but no Inference-Header-Content-Length")?
@@ -646,6 +791,11 @@ fn validate(resp: &Response, expected: Option<&Expected>) -> Result<(), String> 
             resp.body.len() - offset
         ));
     }
+    check_outputs(&seen, expected)
+}
+
+/// `OUTPUT0` and `OUTPUT1` against the sum and the difference of the inputs.
+fn check_outputs(seen: &BTreeMap<String, Vec<f32>>, expected: &Expected) -> Result<(), String> {
     for (name, want) in [("OUTPUT0", &expected.sum), ("OUTPUT1", &expected.diff)] {
         let got = seen
             .get(name)
@@ -699,20 +849,20 @@ impl Stats {
 }
 
 async fn run_connection(
-    addr: SocketAddr,
+    target: Target,
     request: Bytes,
     measure_start: Instant,
     end: Instant,
     timeout: Duration,
 ) -> Stats {
     let mut stats = Stats::default();
-    let mut conn: Option<Conn> = None;
+    let mut conn: Option<Link> = None;
     while Instant::now() < end {
         let t0 = Instant::now();
         let attempt = async {
             let mut c = match conn.take() {
                 Some(c) => c,
-                None => Conn::connect(addr).await?,
+                None => Link::connect(target).await?,
             };
             let resp = c.exchange(&request, false).await?;
             Ok::<_, io::Error>((c, resp))
@@ -868,12 +1018,13 @@ fn main() -> ExitCode {
     }
     let seconds = |x: f64, zero_ok: bool| x.is_finite() && (x > 0.0 || (zero_ok && x == 0.0));
     if args.connections == 0
+        || args.rate_mb_s.is_some_and(|r| !seconds(r, false))
         || !seconds(args.duration, false)
         || !seconds(args.warmup, true)
         || !seconds(args.timeout, false)
     {
         eprintln!(
-            "load: --connections, --duration and --timeout must be positive, --warmup not negative"
+            "load: --connections, --duration, --timeout and --rate-mb-s must be positive, --warmup not negative"
         );
         return ExitCode::from(2);
     }
@@ -911,6 +1062,11 @@ fn main() -> ExitCode {
         }
     };
     let timeout = Duration::from_secs_f64(args.timeout);
+    let target = Target {
+        addr,
+        grpc: request.grpc,
+        rate: args.rate_mb_s.map(|r| r * 1e6),
+    };
 
     // One checked request before the load.
     let validation = if args.no_validate {
@@ -918,13 +1074,13 @@ fn main() -> ExitCode {
     } else {
         Some(runtime.block_on(async {
             let attempt = async {
-                let mut c = Conn::connect(addr).await?;
+                let mut c = Link::connect(target).await?;
                 c.exchange(&request.bytes, true).await
             };
             match tokio::time::timeout(timeout, attempt).await {
                 Err(_) => Err(format!("timeout after {timeout:?}")),
                 Ok(Err(e)) => Err(format!("I/O: {e}")),
-                Ok(Ok(resp)) => validate(&resp, request.expected.as_ref()),
+                Ok(Ok(resp)) => validate(&resp, request.expected.as_ref(), request.grpc),
             }
         }))
     };
@@ -937,7 +1093,7 @@ fn main() -> ExitCode {
         let tasks: Vec<_> = (0..args.connections)
             .map(|_| {
                 tokio::spawn(run_connection(
-                    addr,
+                    target,
                     request.bytes.clone(),
                     measure_start,
                     end,
@@ -1000,6 +1156,7 @@ fn main() -> ExitCode {
         "workload": workload.map(|w| w.to_possible_value().map(|v| v.get_name().to_string())),
         "request_bytes": request.bytes.len(),
         "connections": args.connections,
+        "rate_mb_s": args.rate_mb_s,
         "window_s": window,
         "requests": ok,
         "rps": rps,
