@@ -55,6 +55,7 @@ def read_load(label, path, rss):
                            r.get("first_error")))
     cpu = r["cpu"][0]["cpu_us_per_req"] if r["cpu"] else None
     return {"rps": r["rps"], "p50": r["p50_us"], "p99": r["p99_us"], "cpu": cpu,
+            "mean": r["mean_us"], "rate": r.get("rate_mb_s"),
             "requests": r["requests"], "rss_kb": None if rss == "-" else int(rss)}
 
 
@@ -196,6 +197,40 @@ large_tables("large-", (("direct", "Triton HTTP direct"), ("nginx", "nginx → T
 large_tables("largegrpc-", (("direct", "Triton gRPC direct"), ("nginx", "nginx `grpc_pass`"),
                             ("tensorgate", "tensorgate passthrough")),
              "Large binary tensors over gRPC (perf_analyzer: 2×%d MiB FP32, concurrency 1):")
+
+
+# -- 2c. pipelining: each leg alone, then both through tensorgate ----------------------
+def legs_tables():
+    for mib in sorted({int(l.split()[0][len("legs-"):]) for l in cells if l.startswith("legs-")}):
+        grpc = cells.get("legs-%d grpc-leg" % mib)
+        rate = None
+        rows = []
+        for suffix, pace in (("", "paced"), ("-unpaced", "loopback")):
+            http = cells.get("legs-%d http-leg%s" % (mib, suffix))
+            if http is None or grpc is None:
+                continue
+            rate = rate or http.get("rate")
+            slower = max(http, grpc, key=lambda c: c["p50"])
+            for who, name, c in (("http", "HTTP leg alone (nginx answers a file)", http),
+                                 ("grpc", "gRPC leg alone (load → demo upstream)"
+                                  + (" (as above)" if suffix else ""), grpc),
+                                 ("tg", "tensorgate HTTP → demo upstream",
+                                  cells.get("legs-%d tensorgate%s" % (mib, suffix)))):
+                if c is None:
+                    continue
+                rss = "-" if c.get("rss_kb") is None else "%.0f MB" % (c["rss_kb"] / 1024)
+                tg = who == "tg"
+                rows.append([pace, name, str(c["requests"]), us(c["p50"]), us(c["mean"]),
+                             us(c["p99"]), num(c["cpu"] and c["cpu"] / 1000, "%.1f") if tg else "-",
+                             rss if tg else "-", ratio(c["p50"], slower["p50"]) if tg else "",
+                             ratio(c["p50"], http["p50"] + grpc["p50"]) if tg else ""])
+        print("\nPipelining, 2×%d MiB through the demo upstream (load tool w3, 1 connection; "
+              "paced: the HTTP side held to %s MB/s each way):" % (mib, num(rate)))
+        table(["client link", "target", "requests", "p50", "mean", "p99", "gateway CPU ms/req",
+               "gateway peak RSS", "p50 vs slower leg", "p50 vs sum of legs"], rows)
+
+
+legs_tables()
 
 
 # -- 3. sweeps --------------------------------------------------------------------------
