@@ -182,6 +182,18 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// FP32 values as little-endian bytes, as tensors travel.
+fn le_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// Little-endian FP32 bytes as values (a trailing partial element ignored).
+fn f32s(raw: &[u8]) -> Vec<f32> {
+    raw.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
 /// The two input tensors of a built-in workload, and what to expect back.
 fn workload_inputs(workload: Workload, n: usize) -> (Vec<f32>, Vec<f32>, Expected) {
     let (a, b): (Vec<f32>, Vec<f32>) = if workload == Workload::LargeJsonIntegral {
@@ -218,9 +230,8 @@ fn workload_body(workload: Workload, a: &[f32], b: &[f32]) -> (Vec<u8>, Vec<Stri
         .to_string();
         let mut body = Vec::with_capacity(header.len() + 2 * size);
         body.extend_from_slice(header.as_bytes());
-        for v in a.iter().chain(b) {
-            body.extend_from_slice(&v.to_le_bytes());
-        }
+        body.extend(le_bytes(a));
+        body.extend(le_bytes(b));
         let headers = vec![
             "Content-Type: application/octet-stream".to_string(),
             format!("Inference-Header-Content-Length: {}", header.len()),
@@ -471,9 +482,10 @@ impl Conn {
 
     async fn write_all(&mut self, mut data: &[u8]) -> io::Result<()> {
         while !data.is_empty() {
-            let step = match self.pace {
-                Some(_) => data.len().min(PACE_CHUNK),
-                None => data.len(),
+            let step = if self.pace.is_some() {
+                data.len().min(PACE_CHUNK)
+            } else {
+                data.len()
             };
             match self.stream.try_write(&data[..step]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -507,9 +519,10 @@ impl Conn {
                 self.buf.resize(grown, 0);
             }
         }
-        let end = match self.pace {
-            Some(_) => self.buf.len().min(self.len + PACE_CHUNK),
-            None => self.buf.len(),
+        let end = if self.pace.is_some() {
+            self.buf.len().min(self.len + PACE_CHUNK)
+        } else {
+            self.buf.len()
         };
         loop {
             match self.stream.try_read(&mut self.buf[self.len..end]) {
@@ -777,9 +790,7 @@ fn validate(resp: &Response, expected: Option<&Expected>, grpc: bool) -> Result<
                 .get(offset..end)
                 .ok_or_else(|| format!("{name}: binary data past the end of the body"))?;
             offset = end;
-            raw.chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect()
+            f32s(raw)
         } else {
             json_f32s(&out["data"]).ok_or_else(|| format!("{name}: no numeric \"data\""))?
         };

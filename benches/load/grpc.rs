@@ -23,7 +23,7 @@ use tensorgate_proto::inference::model_infer_request::{
 use tensorgate_proto::inference::{ModelInferRequest, ModelInferResponse};
 use tokio::net::TcpStream;
 
-use super::Response;
+use super::{f32s, le_bytes, Response};
 
 const PATH: &str = "/inference.GRPCInferenceService/ModelInfer";
 /// Receive windows the client offers (the stream's and the connection's),
@@ -49,12 +49,11 @@ pub(crate) fn message(a: &[f32], b: &[f32]) -> Bytes {
         name: name.to_string(),
         ..Default::default()
     };
-    let raw = |v: &[f32]| Bytes::from(v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
     let request = ModelInferRequest {
         model_name: "add_sub".to_string(),
         inputs: vec![input("INPUT0", a.len()), input("INPUT1", b.len())],
         outputs: vec![output("OUTPUT0"), output("OUTPUT1")],
-        raw_input_contents: vec![raw(a), raw(b)],
+        raw_input_contents: vec![le_bytes(a).into(), le_bytes(b).into()],
         ..Default::default()
     };
     let len = request.encoded_len();
@@ -86,11 +85,7 @@ pub(crate) fn outputs(body: &[u8]) -> Result<BTreeMap<String, Vec<f32>>, String>
         if out.datatype != "FP32" {
             return Err(format!("{}: datatype {}", out.name, out.datatype));
         }
-        let values = raw
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        seen.insert(out.name.clone(), values);
+        seen.insert(out.name.clone(), f32s(raw));
     }
     Ok(seen)
 }
