@@ -3,7 +3,8 @@
 //! load tool's `w5` integral and `w4` random bodies) and encoding the JSON
 //! answer of the same size. Prints the fastest of 15 runs (the least disturbed by other work on the machine) in ms and in ns
 //! per element. Run: `cargo bench --bench json` (add `-- decode` or
-//! `-- encode` for one half, e.g. under `perf record`).
+//! `-- encode` for one half, `integral` or `random` for one body, e.g.
+//! under `perf record`).
 
 use std::time::{Duration, Instant};
 
@@ -16,8 +17,13 @@ const ELEMENTS: usize = 262_144;
 const RUNS: usize = 15;
 
 fn main() {
-    let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
-    let wanted = |what: &str| only.as_deref().is_none_or(|o| o == what);
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |what: &str| {
+        !words.iter().any(|w| w == "decode" || w == "encode") || words.iter().any(|w| w == what)
+    };
     println!("| work (2 x {ELEMENTS} FP32) | ms, fastest of {RUNS} | ns per element |");
     println!("|---|---|---|");
     let integral: Vec<f32> = (0..ELEMENTS).map(|i| i as f32).collect();
@@ -26,6 +32,12 @@ fn main() {
         .map(|_| (next(&mut seed) >> 40) as f32 / (1u64 << 23) as f32)
         .collect();
     for (name, values) in [("integral (w5)", &integral), ("random (w4)", &random)] {
+        let kind = name.split(' ').next().unwrap_or_default();
+        if words.iter().any(|w| w == "integral" || w == "random")
+            && !words.iter().any(|w| w == kind)
+        {
+            continue;
+        }
         let body = request_body(values);
         if wanted("decode") {
             let decode = fastest(|| {
