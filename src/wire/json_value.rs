@@ -277,6 +277,20 @@ impl Array {
         })
     }
 
+    /// The bytes of a [`filling`](Array::filling) FP32 array, which takes
+    /// every number (as `d as f32`, module `narrow`'s rule).
+    #[inline(always)]
+    pub(crate) fn fp32_filling(&mut self) -> Option<&mut Vec<u8>> {
+        match &mut self.0 {
+            Items::Filling {
+                dtype: DataType::Fp32,
+                bytes,
+                ..
+            } => Some(bytes),
+            _ => None,
+        }
+    }
+
     /// Where a [`filling`](Array::filling) array began.
     pub(crate) fn filling_start(&self) -> Option<usize> {
         match &self.0 {

@@ -14,6 +14,7 @@ pub(crate) mod generate;
 pub mod grpc_head;
 pub mod json;
 pub(crate) mod json_access;
+pub(crate) mod json_decimal;
 pub mod json_value;
 pub mod json_write;
 pub(crate) mod narrow;

@@ -342,6 +342,71 @@ mod tests {
         }
     }
 
+    /// Long FP32 arrays (where the parser reads short decimals in its
+    /// straight loop, module `json_decimal`) mixed with every other form of
+    /// number and separator: the bytes written while parsing are the ones
+    /// the plain values convert to.
+    #[test]
+    fn long_fp32_arrays_fill_as_their_values_convert() {
+        use crate::wire::fixtures::xorshift;
+        use crate::wire::json::{parse, parse_request, MAX_DEPTH};
+        let forms = [
+            "262143.0",
+            "-1.0",
+            "0.0",
+            "-0.0",
+            "-0",
+            "0",
+            "7",
+            "-42",
+            "1234567",
+            "12345678",
+            "0.25",
+            "-3.1415927",
+            "0.1234567",
+            "0.12345678",
+            "1e3",
+            "-2.5E-2",
+            "1.0e0",
+            "9999999.9999999",
+            "16777217",
+            "0.30000000000000004",
+            "NaN",
+            "-Infinity",
+        ];
+        let separators = [",", ",", ",", ", ", " ,", ",\n"];
+        let mut st = 0x2545_F491_4F6C_DD1D_u64;
+        for _ in 0..20 {
+            let mut elements = Vec::new();
+            for _ in 0..2_000 {
+                let r = xorshift(&mut st);
+                let form = forms[(r % forms.len() as u64) as usize];
+                let separator = separators[((r >> 32) % separators.len() as u64) as usize];
+                elements.push((form, separator));
+            }
+            let mut data = String::from("[");
+            for (i, (form, separator)) in elements.iter().enumerate() {
+                if i > 0 {
+                    data.push_str(separator);
+                }
+                data.push_str(form);
+            }
+            data.push(']');
+            let count = elements.len();
+            let text = format!(
+                r#"{{"inputs":[{{"name":"I","datatype":"FP32","shape":[{count}],"data":{data}}}]}}"#
+            );
+            let plain = parse(text.as_bytes(), MAX_DEPTH).unwrap();
+            let filled = parse_request(text.as_bytes(), MAX_DEPTH).unwrap();
+            let want = encode_json_data(DataType::Fp32, first_data(&plain), count).unwrap();
+            let Value::Array(items) = first_data(&filled) else {
+                panic!()
+            };
+            let (_, got) = items.tensor().expect("filled while parsing");
+            assert_eq!(got, &want);
+        }
+    }
+
     #[test]
     fn number_slices_convert_like_single_leaves() {
         use crate::wire::json::{parse, MAX_DEPTH};
