@@ -10,7 +10,9 @@ use crate::error::{Error, Result};
 use crate::model::DataType;
 use crate::wire::json::Value;
 use crate::wire::json_value::Numbers;
-use crate::wire::json_write::{write_f32, write_f64, write_i64, write_str, write_u64};
+use crate::wire::json_write::{
+    write_f32, write_f32_elements, write_f64, write_i64, write_str, write_u64,
+};
 use crate::wire::narrow::{self, bf16_le, fp16_le, fp32_le};
 
 const SHAPE_MISMATCH: &str =
@@ -190,6 +192,10 @@ pub(crate) fn write_json_data(
     let start = out.len();
     let ok = match dtype.element_size() {
         None => write_bytes_elements(data, count, out),
+        Some(4) if dtype == DataType::Fp32 && data.len() == count.saturating_mul(4) => {
+            write_f32_elements(data, out);
+            true
+        }
         Some(size) if data.len() == count.saturating_mul(size) => {
             for chunk in data.chunks_exact(size) {
                 write_element(dtype, chunk, out);
