@@ -4,7 +4,8 @@
 //! answer of the same size. Prints the fastest of 15 runs (the least disturbed by other work on the machine) in ms and in ns
 //! per element. Run: `cargo bench --bench json` (add `-- decode` or
 //! `-- encode` for one half, `integral` or `random` for one body, e.g.
-//! under `perf record`).
+//! under `perf record`; `reference` adds the same work done by
+//! `serde_json`).
 
 use std::time::{Duration, Instant};
 
@@ -64,7 +65,54 @@ fn main() {
             });
             row(&format!("encode answer, {name}"), encode);
         }
+        if words.iter().any(|w| w == "reference") {
+            reference(name, &body, values);
+        }
     }
+}
+
+/// With `reference`: the same work done by `serde_json` into and from
+/// typed structs (`Vec<f32>` data; it prints f32 digits, not Triton's
+/// widened doubles), as a yardstick for what a well-tuned general JSON
+/// library costs per number.
+fn reference(name: &str, body: &Bytes, values: &[f32]) {
+    #[derive(serde::Deserialize, serde::Serialize)]
+    struct Tensor {
+        name: String,
+        shape: Vec<u64>,
+        datatype: String,
+        data: Vec<f32>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Request {
+        inputs: Vec<Tensor>,
+    }
+    #[derive(serde::Serialize)]
+    struct Answer<'a> {
+        model_name: &'a str,
+        outputs: [&'a Tensor; 2],
+    }
+    let parse = fastest(|| {
+        let request: Request = serde_json::from_slice(body).expect("parses");
+        assert_eq!(request.inputs[1].data.len(), ELEMENTS);
+    });
+    row(&format!("serde_json parse, {name}"), parse);
+    let output = |name: &str| Tensor {
+        name: name.to_string(),
+        shape: vec![ELEMENTS as u64],
+        datatype: "FP32".to_string(),
+        data: values.to_vec(),
+    };
+    let (first, second) = (output("OUTPUT0"), output("OUTPUT1"));
+    let write = fastest(|| {
+        let answer = Answer {
+            model_name: "add_sub",
+            outputs: [&first, &second],
+        };
+        let text = serde_json::to_vec(&answer).expect("writes");
+        assert!(text.len() > ELEMENTS);
+    });
+    row(&format!("serde_json write, {name}"), write);
 }
 
 fn row(what: &str, time: Duration) {
