@@ -18,8 +18,12 @@ RESULTS, HZ, PLOT, NGINX = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[
 CASES = [("small-c8", "small (2×16), c=8"), ("small-c1", "small (2×16), c=1"),
          ("1mib-c4", "2×1 MiB, c=4")]
 TARGETS = [("http", "direct", "Triton HTTP direct"), ("http", "nginx", "nginx → Triton HTTP"),
+           ("http", "pingora", "bare pingora → Triton HTTP"),
            ("http", "tensorgate", "tensorgate HTTP → gRPC"), ("grpc", "direct", "Triton gRPC direct"),
-           ("grpc", "nginx", "nginx grpc_pass"), ("grpc", "tensorgate", "tensorgate passthrough")]
+           ("grpc", "nginx", "nginx grpc_pass"), ("grpc", "pingora", "bare pingora h2c"),
+           ("grpc", "tensorgate", "tensorgate passthrough")]
+# Proxies whose CPU and req/s are also shown against nginx's.
+MEASURED = ("pingora", "tensorgate")
 
 cells = {}  # label -> dict(rps, p50, p99, cpu, rss_kb)
 problems = []
@@ -107,7 +111,7 @@ for case, cname in CASES:
         nginx = cells.get("%s %s nginx" % (case, proto))
         added = "+" + us(c["p50"] - direct["p50"]) if who != "direct" and direct else ""
         vs = (ratio(c["cpu"], nginx and nginx["cpu"]), ratio(c["rps"], nginx and nginx["rps"])) \
-            if who == "tensorgate" and nginx else ("", "")
+            if who in MEASURED and nginx else ("", "")
         rows.append([cname, proto.upper(), tname, "%.1f" % c["rps"], us(c["p50"]), us(c["p99"]),
                      added.replace("+-", "-"), num(c["cpu"]), vs[0], vs[1]])
 print("\nThe hop against nginx %s (perf_analyzer, binary tensors, add_sub FP32):" % NGINX)
@@ -125,7 +129,7 @@ def cpu_cell(case, proto, who):
     v = get(case, proto, who, "cpu")
     if v is None:
         return "-"
-    if who != "tensorgate":
+    if who not in MEASURED:
         return "%.0f" % v
     r = ratio(v, get(case, proto, "nginx", "cpu"))
     return "%.0f (%s nginx)" % (v, r) if r else "%.0f" % v
@@ -141,7 +145,8 @@ def added_cell(case, proto, who):
     return "-" if a is None or d is None else ("%+.0f µs" % (a - d))
 
 
-PROXIES = [("http", "nginx"), ("grpc", "nginx"), ("http", "tensorgate"), ("grpc", "tensorgate")]
+PROXIES = [("http", "nginx"), ("grpc", "nginx"), ("http", "pingora"), ("grpc", "pingora"),
+           ("http", "tensorgate"), ("grpc", "tensorgate")]
 summary = [
     ["small, c=8: proxy CPU µs/request"] + [cpu_cell("small-c8", p, w) for p, w in PROXIES],
     ["small, c=8: of which kernel, µs"] + [kernel_cell("small-c8", p, w) for p, w in PROXIES],
@@ -152,8 +157,8 @@ summary = [
     ["2×1 MiB, c=4: req/s"] + [num(get("1mib-c4", p, w, "rps"), "%.1f") for p, w in PROXIES],
 ]
 print("\nThe same, one column per proxy:")
-table(["cell", "nginx → Triton HTTP", "nginx `grpc_pass`", "tensorgate HTTP → gRPC",
-       "tensorgate passthrough"], summary)
+table(["cell", "nginx → Triton HTTP", "nginx `grpc_pass`", "bare pingora HTTP (floor)",
+       "bare pingora h2c (floor)", "tensorgate HTTP → gRPC", "tensorgate passthrough"], summary)
 
 # -- 2. big JSON ----------------------------------------------------------------------
 for key, title in (("bigjson", "load tool w4: 2×262,144 random FP32 in [0, 1) as JSON"),
