@@ -362,10 +362,11 @@ impl<'a> Parser<'a> {
     /// would otherwise pay for a call and a look at each element that
     /// give nothing: the w4 request parsed in 21.0 ms instead of 16.0
     /// (`cargo bench --bench json`).
+    /// Plain parsing ([`parse`]) fills no tensors, so it never tries.
     #[inline(always)]
     fn short_pays(&self) -> bool {
         let (taken, left) = self.short;
-        left <= taken / 8 + 8
+        self.tensors && left <= taken / 8 + 8
     }
 
     /// Reads the short decimals (module `json_decimal`) at `pos` into the
@@ -842,7 +843,7 @@ pub(crate) const TENS: [u64; 9] = [
 /// tensor data are most of a big JSON request: one word instead of a loop
 /// step per digit (measured with `cargo bench --bench json`).
 #[inline(always)]
-pub(crate) fn eight_digits(s: &[u8], least: usize) -> Option<(u32, usize)> {
+fn eight_digits(s: &[u8], least: usize) -> Option<(u32, usize)> {
     let word: [u8; 8] = s.get(..8)?.try_into().ok()?;
     let x = u64::from_le_bytes(word);
     // Per byte, below the first non-digit (no borrow or carry reaches it):
