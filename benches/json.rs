@@ -22,9 +22,7 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    let wanted = |what: &str| {
-        !words.iter().any(|w| w == "decode" || w == "encode") || words.iter().any(|w| w == what)
-    };
+    let wanted = |what: &str| picked(&words, &["decode", "encode"], what);
     println!("| work (2 x {ELEMENTS} FP32) | ms, fastest of {RUNS} | ns per element |");
     println!("|---|---|---|");
     let integral: Vec<f32> = (0..ELEMENTS).map(|i| i as f32).collect();
@@ -34,9 +32,7 @@ fn main() {
         .collect();
     for (name, values) in [("integral (w5)", &integral), ("random (w4)", &random)] {
         let kind = name.split(' ').next().unwrap_or_default();
-        if words.iter().any(|w| w == "integral" || w == "random")
-            && !words.iter().any(|w| w == kind)
-        {
+        if !picked(&words, &["integral", "random"], kind) {
             continue;
         }
         let body = request_body(values);
@@ -113,6 +109,12 @@ fn reference(name: &str, body: &Bytes, values: &[f32]) {
         assert!(text.len() > ELEMENTS);
     });
     row(&format!("serde_json write, {name}"), write);
+}
+
+/// Whether `what` runs: when none of `choices` is on the command line, all
+/// of them do; otherwise the ones named.
+fn picked(words: &[String], choices: &[&str], what: &str) -> bool {
+    !words.iter().any(|w| choices.contains(&w.as_str())) || words.iter().any(|w| w == what)
 }
 
 fn row(what: &str, time: Duration) {

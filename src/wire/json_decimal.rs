@@ -5,10 +5,12 @@
 //! general reader (`json::Parser::number`) follows every branch of
 //! rapidjson's `ParseNumber` for every element. Parsing the w5 request
 //! (`262143.0`-like elements) took 6.8 ms with it alone and 6.1 ms with
-//! this path (`cargo bench --bench json`, alternating builds). [`short_decimal`] takes only literals
-//! whose value it can give exactly as that reader would: an optional `-`,
-//! an integer part of 1 to 7 digits without a leading zero, an optional
-//! fraction of 1 to 7 digits, no exponent. Anything else (`None`) goes to
+//! this path (`cargo bench --bench json`, alternating builds).
+//!
+//! [`short_decimal`] takes only literals whose value it can give exactly
+//! as that reader would: an optional `-`, an integer part of 1 to 7 digits
+//! without a leading zero, an optional fraction of 1 to 7 digits, no
+//! exponent. Anything else (`None`) goes to
 //! the general reader, which also reports every error, so this path never
 //! has to. The test below checks it against the general reader.
 //!

@@ -192,14 +192,14 @@ pub(crate) fn write_json_data(
     let start = out.len();
     let ok = match dtype.element_size() {
         None => write_bytes_elements(data, count, out),
-        Some(4) if dtype == DataType::Fp32 && data.len() == count.saturating_mul(4) => {
-            write_f32_elements(data, out);
-            true
-        }
         Some(size) if data.len() == count.saturating_mul(size) => {
-            for chunk in data.chunks_exact(size) {
-                write_element(dtype, chunk, out);
-                out.push(b',');
+            if dtype == DataType::Fp32 {
+                write_f32_elements(data, out);
+            } else {
+                for chunk in data.chunks_exact(size) {
+                    write_element(dtype, chunk, out);
+                    out.push(b',');
+                }
             }
             true
         }
