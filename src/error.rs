@@ -48,19 +48,15 @@ pub enum Kind {
     HeaderTooLarge,
 }
 
-/// Which `Content-Type` an error carries: Triton uses `application/json`
-/// once a handler has started on the body, `text/plain` before (protocol §0.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorCt {
-    Json,
-    Text,
-}
-
+/// A failure: its kind (the table below picks the status) and its text.
+/// Its body is always JSON and goes out as `application/json`, also where
+/// Triton sends the same JSON body as `text/plain` (errors raised before a
+/// handler read the body, protocol §0.2): clients such as KServe's read the
+/// message only from a JSON content type (docs/compatibility.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
     pub kind: Kind,
     pub message: String,
-    pub ct: ErrorCt,
 }
 
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
@@ -141,7 +137,6 @@ impl Error {
         Error {
             kind,
             message: message.into(),
-            ct: ErrorCt::Json,
         }
     }
 
@@ -165,18 +160,12 @@ impl Error {
         Error::new(Kind::Unsupported, message)
     }
 
-    /// Mark the error as produced before the body was read (`text/plain`).
-    pub fn plain(mut self) -> Error {
-        self.ct = ErrorCt::Text;
-        self
-    }
-
     pub fn route_not_found() -> Error {
-        Error::new(Kind::RouteNotFound, "Not Found").plain()
+        Error::new(Kind::RouteNotFound, "Not Found")
     }
 
     pub fn method_not_allowed() -> Error {
-        Error::new(Kind::MethodNotAllowed, "Method Not Allowed").plain()
+        Error::new(Kind::MethodNotAllowed, "Method Not Allowed")
     }
 
     /// The one text of a passed deadline: the backend, and the deadline in
@@ -235,14 +224,8 @@ impl Error {
         tonic::Status::new(self.kind.status().1, self.message.clone())
     }
 
-    pub fn content_type(&self) -> &'static str {
-        match self.ct {
-            ErrorCt::Json => "application/json",
-            ErrorCt::Text => "text/plain",
-        }
-    }
-
-    /// `{"error":"<message>"}`, escaped the way rapidjson writes strings.
+    /// `{"error":"<message>"}`, escaped the way rapidjson writes strings;
+    /// always sent as `application/json`.
     pub fn body(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.message.len() + 12);
         out.extend_from_slice(b"{\"error\":");

@@ -109,7 +109,7 @@ impl Guard {
     /// Triton's restricted APIs (`--http-restricted-api`), checked before
     /// anything else: a restricted group needs its header (`header` looks
     /// one up by name, case-insensitively) with exactly the configured
-    /// value; else Triton's 403, `text/plain`, naming the header.
+    /// value; else Triton's 403 text naming the header (as JSON).
     pub(crate) fn restricted<'a>(
         &self,
         group: &str,
@@ -126,8 +126,7 @@ impl Guard {
         Err(Error::new(
             Kind::Forbidden,
             format!("This API is restricted, expecting header '{name}'"),
-        )
-        .plain())
+        ))
     }
 
     fn auth_enabled(&self) -> bool {

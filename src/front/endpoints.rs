@@ -52,12 +52,11 @@ impl Gateway {
                     model(&m.name),
                     model_ready,
                     req_pb::model_ready(&m.name, &m.version)
-                )
-                .map_err(Error::plain)?;
+                )?;
                 if r.ready {
                     Ok(HttpResponse::empty(200, "text/plain"))
                 } else {
-                    Err(Error::invalid("Model version not ready").plain())
+                    Err(Error::invalid("Model version not ready"))
                 }
             }
             Route::ServerMetadata => {

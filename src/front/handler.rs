@@ -142,11 +142,7 @@ impl Gateway {
             return Answer::Full(self.v1(ctx, v1, req).await);
         }
         if !route.allows(&req.method) {
-            let mut error = Error::method_not_allowed();
-            if !route.plain_before_body() {
-                error.ct = crate::error::ErrorCt::Json;
-            }
-            return Answer::Full(HttpResponse::error(&error));
+            return Answer::Full(HttpResponse::error(&Error::method_not_allowed()));
         }
         match self.dispatch(ctx, route, req).await {
             Ok(answer) => answer,

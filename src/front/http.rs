@@ -115,7 +115,7 @@ impl HttpResponse {
     pub fn error(error: &Error) -> HttpResponse {
         let mut response = HttpResponse::new(
             error.status(),
-            error.content_type(),
+            "application/json",
             vec![Bytes::from(error.body())],
         );
         for (name, value) in error.extra_headers() {

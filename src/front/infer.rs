@@ -26,12 +26,11 @@ impl Gateway {
         model: &ModelRef,
         req: &mut HttpRequest,
     ) -> Result<Answer> {
-        let info = self.model_info(ctx, model).await.map_err(Error::plain)?;
+        let info = self.model_info(ctx, model).await?;
         if info.as_ref().is_some_and(|i| i.decoupled) {
             return Err(Error::unsupported(
                 "HTTP end point doesn't support models with decoupled transaction policy",
-            )
-            .plain());
+            ));
         }
         let (mut request, rest) = match req.rest.take() {
             Some(rest) => self.decode_streamed(model, req, rest).await?,
@@ -178,16 +177,14 @@ impl Gateway {
     /// Request `Content-Encoding` (protocol §4.1): gzip/deflate inflated with
     /// the decompressed-size limit; anything else is 501.
     fn decompress(&self, body: Bytes, req: &HttpRequest) -> Result<Bytes> {
-        let encoding =
-            compress::request_encoding(req.header("Content-Encoding")).map_err(|()| {
-                Error::new(Kind::UnsupportedEncoding, "Unsupported compression type").plain()
-            })?;
+        let encoding = compress::request_encoding(req.header("Content-Encoding"))
+            .map_err(|()| Error::new(Kind::UnsupportedEncoding, "Unsupported compression type"))?;
         if encoding == compress::Encoding::Identity {
             return Ok(body);
         }
         compress::inflate(&body, self.config().limits.max_input_size)
             .map(Bytes::from)
-            .map_err(|e| Error::invalid(e.to_string()).plain())
+            .map_err(|e| Error::invalid(e.to_string()))
     }
 
     /// `--http-header-forward-pattern`: matching headers become string

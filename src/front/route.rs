@@ -194,15 +194,6 @@ impl Route {
     pub fn is_generate(&self) -> bool {
         matches!(self, Route::Generate(_) | Route::GenerateStream(_))
     }
-
-    /// Routes whose error answers are `text/plain` when produced before any
-    /// body handling (protocol §0.2).
-    pub fn plain_before_body(&self) -> bool {
-        matches!(
-            self,
-            Route::HealthLive | Route::HealthReady | Route::ModelReady(_) | Route::Infer(_)
-        )
-    }
 }
 
 /// `/v2/models/{m}[/versions/{v}][/suffix]` (protocol §0.3 rule 3).

@@ -71,8 +71,7 @@ pub fn split_header(body: &Bytes, ihcl: Option<&[u8]>) -> Result<Option<(Bytes, 
                 return Err(Error::invalid(format!(
                     "inference header size should be in range (0, {content_length}), got: {}",
                     String::from_utf8_lossy(text)
-                ))
-                .plain());
+                )));
             }
             n
         }

@@ -137,7 +137,6 @@ fn write_output_data(out: &mut Vec<u8>, output: &crate::model::OutputTensor) -> 
             "output tensor shape does not match size of output for '{}'",
             output.name
         ))
-        .plain()
     };
     let dtype = DataType::parse(output.datatype.as_bytes()).ok_or_else(mismatch)?;
     let count = element_count(&output.shape)

@@ -31,13 +31,13 @@ async fn tritons_restricted_apis_need_their_header() {
         &[("admin-key", "secret ")],
     ] {
         let r = h.send(http::Method::POST, index, headers, "").await;
-        assert_answer(&r, 403, "text/plain", refused);
+        assert_answer(&r, 403, "application/json", refused);
         let r = h.send(http::Method::GET, "/v2/logging", headers, "").await;
-        assert_answer(&r, 403, "text/plain", refused);
+        assert_answer(&r, 403, "application/json", refused);
     }
     // Before the method check, as on Triton.
     let r = h.get(index).await;
-    assert_answer(&r, 403, "text/plain", refused);
+    assert_answer(&r, 403, "application/json", refused);
     // The header (any case) with the value opens them; other groups are open.
     for name in ["admin-key", "Admin-Key"] {
         let r = h

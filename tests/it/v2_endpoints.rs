@@ -73,7 +73,7 @@ async fn model_metadata_ready_and_config() {
     assert_answer(
         &h.get("/v2/models/nope/ready").await,
         400,
-        "text/plain",
+        "application/json",
         r#"{"error":"Model version not ready"}"#,
     );
     assert_answer(
@@ -147,7 +147,7 @@ async fn repository_unload_and_load_clear_the_model_cache() {
     assert_answer(
         &raw(&h).await,
         404,
-        "text/plain",
+        "application/json",
         r#"{"error":"Request for unknown model: 'identity_fp32' has no available versions"}"#,
     );
     assert_answer(
@@ -224,13 +224,13 @@ async fn routing_and_methods() {
     assert_answer(
         &h.get("/v2/models/add_sub/").await,
         404,
-        "text/plain",
+        "application/json",
         r#"{"error":"Not Found"}"#,
     );
     assert_answer(
         &h.get("/v2/models/add_sub/infer").await,
         405,
-        "text/plain",
+        "application/json",
         r#"{"error":"Method Not Allowed"}"#,
     );
     assert_answer(
@@ -251,7 +251,7 @@ async fn an_unreachable_upstream_is_a_clear_503() {
     assert_answer(
         &r,
         503,
-        "text/plain",
+        "application/json",
         r#"{"error":"no upstream backend is ready: 127.0.0.1:1 (health check failed: connection refused)"}"#,
     );
 }

@@ -236,7 +236,7 @@ async fn sizes_are_checked_before_anything_goes_upstream() {
     assert_answer(
         &r,
         400,
-        "text/plain",
+        "application/json",
         r#"{"error":"inference header size should be in range (0, 2), got: 99"}"#,
     );
     assert_eq!(
@@ -271,7 +271,7 @@ async fn upstream_errors_pass_through_with_mapped_status() {
     assert_answer(
         &r,
         404,
-        "text/plain",
+        "application/json",
         r#"{"error":"Request for unknown model: 'nope' is not found"}"#,
     );
     let body = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[2],"data":[1,2]}]}"#;
@@ -295,7 +295,7 @@ async fn upstream_errors_pass_through_with_mapped_status() {
     assert_answer(
         &r,
         501,
-        "text/plain",
+        "application/json",
         r#"{"error":"HTTP end point doesn't support models with decoupled transaction policy"}"#,
     );
 }
@@ -316,7 +316,7 @@ async fn classification_is_forwarded_or_refused() {
     assert_answer(
         &r,
         400,
-        "text/plain",
+        "application/json",
         r#"{"error":"class result not available for output due to unsupported type 'BYTES'"}"#,
     );
 }
@@ -354,7 +354,7 @@ async fn compression_both_ways() {
     assert_answer(
         &r,
         501,
-        "text/plain",
+        "application/json",
         r#"{"error":"Unsupported compression type"}"#,
     );
     assert_eq!(r.header("Accept-Encoding"), Some("gzip, deflate"));
