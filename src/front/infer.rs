@@ -12,7 +12,7 @@ use crate::front::http::{too_large, Answer, HttpRequest, HttpResponse, StreamedR
 use crate::front::route::ModelRef;
 use crate::model::{DataType, InferRequest, InputData, ModelInfo, OutputKind, Param};
 use crate::translate::sequence::request_sequence_key;
-use crate::translate::{checks, from_grpc, to_grpc};
+use crate::translate::{checks, from_grpc, outputs, to_grpc};
 use crate::upstream::Target;
 use crate::wire::{compress, v2_request, v2_response};
 
@@ -36,6 +36,8 @@ impl Gateway {
             Some(rest) => self.decode_streamed(model, req, rest).await?,
             None => (self.decode_whole(model, req, info.as_deref())?, None),
         };
+        // The core's order: requested outputs before the inputs.
+        outputs::check_requested(&request, info.as_deref())?;
         checks::classification(&request, info.as_deref())?;
         checks::tensor_sizes(&request, info.as_deref())?;
         self.forward_headers(req, &mut request);
@@ -43,7 +45,8 @@ impl Gateway {
         if let Some(rest) = rest.as_ref().filter(|_| answer_streams(&request, accept)) {
             return self.infer_streamed_answer(ctx, request, rest.clone()).await;
         }
-        let response = self.send_infer(ctx, &request, rest.as_ref()).await?;
+        let mut response = self.send_infer(ctx, &request, rest.as_ref()).await?;
+        outputs::keep_requested(&mut response, &request)?;
         // Sent: the answer is made without the input tensors.
         request.inputs = Vec::new();
         let encoded = v2_response::encode(&response, &request)?;

@@ -22,7 +22,7 @@ use crate::front::http::{Answer, StreamedResponse};
 use crate::front::infer::sent_error;
 use crate::model::{element_count, DataType, InferRequest, InferResponse, OutputKind};
 use crate::translate::sequence::request_sequence_key;
-use crate::translate::{from_grpc, to_grpc};
+use crate::translate::{from_grpc, outputs, to_grpc};
 use crate::upstream::answer::{self, AnswerTap, Tapped};
 use crate::upstream::Target;
 use crate::wire::v2_response;
@@ -52,12 +52,16 @@ impl Gateway {
         };
         // Sent: the answer is made without the input tensors.
         request.inputs = Vec::new();
-        let head = from_grpc::model_infer(response.clone(), &request.id);
-        if let Some(sizes) = binary_sizes(&head, &request).filter(|_| raw_follow) {
-            return streamed(&head, &request, sizes, tapped);
+        let mut head = from_grpc::model_infer(response.clone(), &request.id);
+        let wanted = outputs::requested_mask(&head, &request)?;
+        if let Some(plan) = entry_plan(&head, &request, &wanted).filter(|_| raw_follow) {
+            let mut wanted = wanted.into_iter();
+            head.outputs.retain(|_| wanted.next().unwrap_or(false));
+            return streamed(&head, &request, plan, tapped);
         }
         let raw = collect(&mut tapped).await?;
-        let response = from_grpc::model_infer_with_raw(response, raw, &request.id);
+        let mut response = from_grpc::model_infer_with_raw(response, raw, &request.id);
+        outputs::keep_requested(&mut response, &request)?;
         let encoded = v2_response::encode(&response, &request)?;
         Ok(Answer::Full(self.infer_response(encoded, None)))
     }
@@ -90,28 +94,42 @@ impl Gateway {
     }
 }
 
-/// Each output's size from its shape and datatype, when every output is
-/// binary, of a fixed-size datatype, and not in typed contents.
-fn binary_sizes(head: &InferResponse, request: &InferRequest) -> Option<Vec<u64>> {
+/// For each raw entry of the answer (one per output, in order): its size
+/// when the client gets it, `None` when it is skipped (an output the client
+/// did not ask for, which an upstream like KServe's sends anyway). `None`
+/// altogether unless every output is in raw entries and every wanted one
+/// is binary, of a fixed-size datatype.
+fn entry_plan(
+    head: &InferResponse,
+    request: &InferRequest,
+    wanted: &[bool],
+) -> Option<Vec<Option<u64>>> {
     head.outputs
         .iter()
-        .map(|output| {
+        .zip(wanted)
+        .map(|(output, wanted)| {
+            output.data.is_empty().then_some(())?;
+            if !wanted {
+                return Some(None);
+            }
             let binary = request.output_kind(&output.name) == OutputKind::Binary;
             let size = DataType::parse(output.datatype.as_bytes())?.element_size()?;
             let count = element_count(&output.shape)?;
-            (binary && output.data.is_empty()).then_some(())?;
-            count.checked_mul(size as u64)
+            binary.then_some(())?;
+            count.checked_mul(size as u64).map(Some)
         })
         .collect()
 }
 
-/// The streamed answer: its JSON header, then the relay's chunks.
+/// The streamed answer: its JSON header (of the outputs `head` keeps),
+/// then the relay's chunks.
 fn streamed(
     head: &InferResponse,
     request: &InferRequest,
-    sizes: Vec<u64>,
+    plan: Vec<Option<u64>>,
     tapped: mpsc::Receiver<Tapped>,
 ) -> Result<Answer> {
+    let sizes: Vec<u64> = plan.iter().flatten().copied().collect();
     let header = v2_response::binary_header(head, request, &sizes)?;
     let total = sizes
         .iter()
@@ -127,7 +145,7 @@ fn streamed(
     let (tx, rx) = mpsc::channel(WRITE_AHEAD);
     // A fresh channel has room for the header.
     let _ = tx.try_send(Bytes::from(header));
-    tokio::spawn(relay(tapped, sizes, tx));
+    tokio::spawn(relay(tapped, Walk::new(plan), tx));
     Ok(Answer::Streamed(StreamedResponse {
         status: 200,
         headers,
@@ -136,44 +154,88 @@ fn streamed(
     }))
 }
 
-/// Hands the tapped outputs to the session, each checked against its
-/// declared size. The last chunk waits for the call's successful end, so
-/// an answer whose call failed is never complete. Anything else stops the
-/// relay, which cuts the answer short.
-async fn relay(mut tapped: mpsc::Receiver<Tapped>, sizes: Vec<u64>, tx: mpsc::Sender<Bytes>) {
-    let mut next = 0;
-    let mut left = 0u64;
+/// Where the relay is among the answer's raw entries.
+struct Walk {
+    plan: Vec<Option<u64>>,
+    /// The next entry's index in `plan`.
+    next: usize,
+    /// Bytes still to come of the current entry.
+    left: u64,
+    /// The current entry is skipped.
+    skipping: bool,
+}
+
+impl Walk {
+    fn new(plan: Vec<Option<u64>>) -> Walk {
+        Walk {
+            plan,
+            next: 0,
+            left: 0,
+            skipping: false,
+        }
+    }
+
+    /// An entry of `n` bytes begins: whether it is the one the plan
+    /// expects (a wanted entry must have its declared size).
+    fn enter(&mut self, n: u64) -> bool {
+        let Some(&planned) = self.plan.get(self.next).filter(|_| self.left == 0) else {
+            return false;
+        };
+        if planned.is_some_and(|size| size != n) {
+            return false;
+        }
+        self.next += 1;
+        self.left = n;
+        self.skipping = planned.is_none();
+        true
+    }
+
+    /// `len` more bytes of the current entry: whether they go to the
+    /// client, `None` when the entry has fewer left.
+    fn take(&mut self, len: u64) -> Option<bool> {
+        self.left = self.left.checked_sub(len)?;
+        Some(!self.skipping)
+    }
+
+    fn done(&self) -> bool {
+        self.next == self.plan.len() && self.left == 0
+    }
+}
+
+/// Hands the tapped outputs the client asked for to the session, each
+/// checked against its declared size; the others are skipped. The last
+/// chunk waits for the call's successful end, so an answer whose call
+/// failed is never complete. Anything else stops the relay, which cuts the
+/// answer short.
+async fn relay(mut tapped: mpsc::Receiver<Tapped>, mut walk: Walk, tx: mpsc::Sender<Bytes>) {
     let mut held: Option<Bytes> = None;
     while let Some(item) = tapped.recv().await {
-        match item {
-            Tapped::Entry(n) if left == 0 && sizes.get(next) == Some(&n) => {
-                next += 1;
-                left = n;
-            }
-            Tapped::Data(chunk) if chunk.len() as u64 <= left => {
-                left -= chunk.len() as u64;
-                if let Some(previous) = held.replace(chunk) {
-                    if tx.send(previous).await.is_err() {
-                        return;
+        let what = match item {
+            Tapped::Entry(n) if walk.enter(n) => continue,
+            Tapped::Data(chunk) => match walk.take(chunk.len() as u64) {
+                Some(false) => continue,
+                Some(true) => {
+                    if let Some(previous) = held.replace(chunk) {
+                        if tx.send(previous).await.is_err() {
+                            return;
+                        }
                     }
+                    continue;
                 }
-            }
-            Tapped::Ended(Ok(())) if next == sizes.len() && left == 0 => {
+                None => "an output's size differs from its shape's".to_string(),
+            },
+            Tapped::Ended(Ok(())) if walk.done() => {
                 if let Some(last) = held {
                     let _ = tx.send(last).await;
                 }
                 return;
             }
-            other => {
-                let what = match other {
-                    Tapped::Ended(Err(error)) => error.message,
-                    Tapped::Ended(Ok(())) => "it ended early".to_string(),
-                    _ => "an output's size differs from its shape's".to_string(),
-                };
-                tracing::warn!(%what, "the upstream's answer broke off; cutting it short");
-                return;
-            }
-        }
+            Tapped::Ended(Err(error)) => error.message,
+            Tapped::Ended(Ok(())) => "it ended early".to_string(),
+            _ => "an output's size differs from its shape's".to_string(),
+        };
+        tracing::warn!(%what, "the upstream's answer broke off; cutting it short");
+        return;
     }
 }
 

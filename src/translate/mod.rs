@@ -2,10 +2,13 @@
 //! generated gRPC messages, named by direction: `to_grpc` builds upstream
 //! requests, `from_grpc` renders upstream answers; `sequence` reads the
 //! sticky key of a sequence request (shared with the gRPC passthrough);
-//! `v1` carries the legacy v1 API over both.
+//! `checks` and `outputs` are the model-level work the HTTP front does
+//! itself (`outputs`: only the outputs a request names, whatever the
+//! upstream answers); `v1` carries the legacy v1 API over both.
 
 pub(crate) mod checks;
 pub(crate) mod from_grpc;
+pub(crate) mod outputs;
 pub(crate) mod sequence;
 pub(crate) mod to_grpc;
 pub mod v1;

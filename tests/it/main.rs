@@ -17,6 +17,7 @@ mod faults;
 mod generate_stream;
 mod grpc_passthrough;
 mod guard;
+mod interop;
 mod layering;
 mod metrics;
 mod pool;

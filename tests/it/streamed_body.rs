@@ -16,7 +16,7 @@ use crate::support::raw::{header, read_answer};
 use crate::support::{eventually, GatewayProcess};
 
 /// Elements per input: 2 × 2.4 MB, above the 4 MiB streaming threshold.
-const N: usize = 600_000;
+pub(super) const N: usize = 600_000;
 
 struct Setup {
     demo: DemoUpstream,
@@ -41,7 +41,7 @@ fn inputs(n: usize) -> (Vec<u8>, Vec<u8>) {
 
 /// A binary `add_sub` request: its JSON header (declaring `n` elements
 /// each) and its tail.
-fn add_sub(n: usize) -> (String, Vec<u8>) {
+pub(super) fn add_sub(n: usize) -> (String, Vec<u8>) {
     let json = format!(
         r#"{{"inputs":[{{"name":"INPUT0","datatype":"FP32","shape":[{n}],"parameters":{{"binary_data_size":{b}}}}},{{"name":"INPUT1","datatype":"FP32","shape":[{n}],"parameters":{{"binary_data_size":{b}}}}}],"outputs":[{{"name":"OUTPUT0","parameters":{{"binary_data":true}}}}]}}"#,
         b = n * 4
@@ -58,7 +58,7 @@ fn head(json: &str, length: &str) -> String {
 }
 
 /// An `add_sub` request with `Content-Length`, its body `json` + `tail`.
-fn declared(json: &str, tail: &[u8]) -> Vec<u8> {
+pub(super) fn declared(json: &str, tail: &[u8]) -> Vec<u8> {
     let length = format!("Content-Length: {}\r\n", json.len() + tail.len());
     [head(json, &length).as_bytes(), json.as_bytes(), tail].concat()
 }
@@ -112,7 +112,7 @@ fn expected_output(n: usize) -> Vec<u8> {
         .collect()
 }
 
-fn assert_added(head: &str, body: &[u8], n: usize) {
+pub(super) fn assert_added(head: &str, body: &[u8], n: usize) {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let json_len: usize = header(head, "inference-header-content-length")
         .expect("binary answer")

@@ -31,12 +31,17 @@
 //! error instead of Triton 2.51's crash; where Triton walks an unordered map
 //! (inputs, parameters) the demo uses request order or key order.
 //!
+//! [`Quirks`] make it behave like KServe's or MLServer's gRPC front instead
+//! (the tests of what the gateway makes of those servers).
+//!
 //! Code map: `models.rs` (the table and what each model computes),
 //! `validate.rs` (request checks), `classify.rs` (top-K outputs),
+//! `quirks.rs` (the ways it can differ from Triton),
 //! `service.rs` (the RPCs), `stream_stats.rs` (stream counters), `tests.rs`.
 
 mod classify;
 mod models;
+mod quirks;
 mod service;
 mod stream_stats;
 mod validate;
@@ -53,6 +58,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tonic::transport::server::TcpIncoming;
 
+pub use quirks::Quirks;
 use service::{DemoService, DemoState, HealthService};
 use tensorgate_proto::health::health_server::HealthServer;
 use tensorgate_proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
@@ -232,6 +238,15 @@ impl DemoUpstream {
     /// hang is lifted). Connections stay open.
     pub fn set_hang(&self, hang: bool) {
         self.state.hang.send_replace(hang);
+    }
+
+    /// Behaves like another server's gRPC front from now on ([`Quirks`]).
+    pub fn set_quirks(&self, quirks: Quirks) {
+        *self
+            .state
+            .quirks
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = quirks;
     }
 
     /// Loads or unloads a model, as repository control would.

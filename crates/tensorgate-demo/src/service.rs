@@ -19,6 +19,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::classify::classify;
 use super::models::{catalog, protocol_name, ModelSpec, Outputs, Pacing, Responses, VERSION};
+use super::quirks::Quirks;
 use super::stream_stats::{pause, StreamCounters};
 use super::validate::{prepare, Prepared};
 use tensorgate_proto::health::health_check_response::ServingStatus;
@@ -58,6 +59,8 @@ pub(crate) struct DemoState {
     /// While `true`, every call waits (fault tests: a hung server).
     pub hang: tokio::sync::watch::Sender<bool>,
     pub streams: StreamCounters,
+    /// How the demo differs from Triton (none by default).
+    pub quirks: std::sync::RwLock<Quirks>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -77,6 +80,7 @@ impl DemoState {
             ready: AtomicBool::new(true),
             hang: tokio::sync::watch::Sender::new(false),
             streams: StreamCounters::default(),
+            quirks: std::sync::RwLock::default(),
         }
     }
 
@@ -90,6 +94,13 @@ impl DemoState {
     async fn unhung(&self) {
         let mut hang = self.hang.subscribe();
         let _ = hang.wait_for(|hung| !*hung).await;
+    }
+
+    pub(crate) fn quirks(&self) -> Quirks {
+        self.quirks
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn find(&self, name: &str) -> Option<usize> {
@@ -253,7 +264,8 @@ impl DemoService {
     }
 
     /// Looks the model up, applies the transaction-policy check of
-    /// `ModelInfer` (not of streams) and validates the request.
+    /// `ModelInfer` (not of streams) and validates the request (without its
+    /// `outputs` when the demo ignores them, as KServe does).
     fn admit(
         &self,
         request: &ModelInferRequest,
@@ -266,6 +278,13 @@ impl DemoService {
             return Err(Status::unimplemented(
                 "ModelInfer RPC doesn't support models with decoupled transaction policy",
             ));
+        }
+        if self.state.quirks().ignore_requested_outputs {
+            let every_output = ModelInferRequest {
+                outputs: Vec::new(),
+                ..request.clone()
+            };
+            return Ok((index, prepare(self.model(index), &every_output)?));
         }
         Ok((index, prepare(self.model(index), request)?))
     }
