@@ -46,6 +46,10 @@ pub enum Kind {
     RequestTimeout,
     /// A request head over the HTTP parser's size or field-count limit.
     HeaderTooLarge,
+    /// A gRPC message above a size limit, the upstream's or the gateway's
+    /// own (`upstream.max_message_bytes`): the client's request is too large
+    /// for the hop (Triton's 400 form), with the upstream's gRPC code.
+    MessageTooLarge(tonic::Code),
 }
 
 /// A failure: its kind (the table below picks the status) and its text.
@@ -57,6 +61,10 @@ pub enum Kind {
 pub struct Error {
     pub kind: Kind,
     pub message: String,
+    /// The upstream's own status text where `message` explains it for HTTP
+    /// clients (a message-size refusal): gRPC clients of the passthrough get
+    /// the server's words as they came ([`Error::to_status`]).
+    pub relayed: Option<String>,
 }
 
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
@@ -81,6 +89,7 @@ impl Kind {
             Kind::Overloaded => (503, C::Unavailable),
             Kind::RequestTimeout => (408, C::DeadlineExceeded),
             Kind::HeaderTooLarge => (431, C::ResourceExhausted),
+            Kind::MessageTooLarge(code) => (400, code),
         }
     }
 
@@ -90,7 +99,10 @@ impl Kind {
     pub fn v1_status(self) -> (u16, crate::proto::v1::RequestStatusCode) {
         use crate::proto::v1::RequestStatusCode as V1;
         let code = match self {
-            Kind::InvalidArg | Kind::JsonAccess | Kind::PayloadTooLarge => V1::InvalidArg,
+            Kind::InvalidArg
+            | Kind::JsonAccess
+            | Kind::PayloadTooLarge
+            | Kind::MessageTooLarge(_) => V1::InvalidArg,
             Kind::ClientOther(tonic::Code::AlreadyExists) => V1::AlreadyExists,
             Kind::ClientOther(_) => V1::Unknown,
             Kind::NotFound | Kind::RouteNotFound => V1::NotFound,
@@ -137,6 +149,7 @@ impl Error {
         Error {
             kind,
             message: message.into(),
+            relayed: None,
         }
     }
 
@@ -196,6 +209,10 @@ impl Error {
                 error.message = format!("{} (backend {backend})", error.message);
                 error
             }
+            Kind::MessageTooLarge(_) if error.relayed.is_some() => {
+                error.message = format!("backend {backend}: {}", error.message);
+                error
+            }
             _ => error,
         }
     }
@@ -211,6 +228,9 @@ impl Error {
                 format!("upstream unavailable: {}", status.message()),
             );
         }
+        if let Some(refusal) = size_refusal(status) {
+            return refusal;
+        }
         Error::new(Kind::from_grpc(status.code()), status.message())
     }
 
@@ -219,9 +239,10 @@ impl Error {
     }
 
     /// The gRPC status a gRPC client gets (the passthrough): the table's
-    /// code, the message verbatim.
+    /// code, the message verbatim (the upstream's own, where relayed).
     pub fn to_status(&self) -> tonic::Status {
-        tonic::Status::new(self.kind.status().1, self.message.clone())
+        let message = self.relayed.as_ref().unwrap_or(&self.message);
+        tonic::Status::new(self.kind.status().1, message.clone())
     }
 
     /// `{"error":"<message>"}`, escaped the way rapidjson writes strings;
@@ -266,6 +287,64 @@ pub(crate) fn duration_text(d: std::time::Duration) -> String {
     let number = format!("{value:.2}");
     let number = number.trim_end_matches('0').trim_end_matches('.');
     format!("{number} {unit}")
+}
+
+/// Where to raise each server's gRPC message limit, for the refusal's text
+/// (docs/operations.md, "Message sizes"). MLServer's default is grpc's
+/// 4 MiB, KServe's 8 MiB; Triton's is fixed at 2 GiB − 1 (`INT32_MAX`).
+const SERVER_LIMITS: &str = "MLServer: grpc_max_message_length; KServe: \
+     --grpc_max_receive_message_length (and --grpc_max_send_message_length for answers); \
+     Triton's is fixed at 2147483647";
+
+/// A message-size refusal, as an [`Error`] that names the size, the limit
+/// and the setting to raise. Recognised by code and origin: grpc core's
+/// (and grpc-go's) `RESOURCE_EXHAUSTED` from the server (`Received message
+/// larger than max (N vs. M)`), tonic's `OUT_OF_RANGE` (`... found N bytes,
+/// the limit is: M bytes`) sent by a tonic server, or made on our side by
+/// tonic's codec or `upstream::encoded` (then it carries no metadata: it
+/// never crossed the wire, and the limit is `upstream.max_message_bytes`).
+/// The text is read only for its two numbers, the size and the limit.
+fn size_refusal(status: &tonic::Status) -> Option<Error> {
+    let ours = match status.code() {
+        tonic::Code::ResourceExhausted => false,
+        tonic::Code::OutOfRange => status.metadata().is_empty(),
+        _ => return None,
+    };
+    let [size, limit] = numbers(status.message())?;
+    if size <= limit {
+        return None;
+    }
+    let kind = Kind::MessageTooLarge(status.code());
+    if ours {
+        return Some(Error::new(
+            kind,
+            format!(
+                "a gRPC message of {size} bytes is over the gateway's limit of {limit} bytes: \
+                 raise upstream.max_message_bytes (and the server's own limit to match)"
+            ),
+        ));
+    }
+    let mut error = Error::new(
+        kind,
+        format!(
+            "a gRPC message of {size} bytes is over the upstream's limit of {limit} bytes \
+             (the server said: {}); raise the server's limit ({SERVER_LIMITS}) \
+             and upstream.max_message_bytes to match, or send less per request",
+            status.message()
+        ),
+    );
+    error.relayed = Some(status.message().to_string());
+    Some(error)
+}
+
+/// The decimal numbers in `text`, when there are exactly two.
+fn numbers(text: &str) -> Option<[u64; 2]> {
+    let mut found = text
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|run| !run.is_empty())
+        .map(str::parse::<u64>);
+    let pair = [found.next()?.ok()?, found.next()?.ok()?];
+    found.next().is_none().then_some(pair)
 }
 
 /// The errors beneath a status, outermost first (tonic keeps the transport
@@ -399,6 +478,52 @@ mod tests {
             (error.status(), error.message.as_str()),
             (503, "Request timeout expired")
         );
+    }
+
+    #[test]
+    fn message_size_refusals_name_whose_limit_by_code_and_origin() {
+        use tonic::Code as C;
+        let core = tonic::Status::resource_exhausted(
+            "Received message larger than max (9437232 vs. 8388608)",
+        );
+        let error = Error::from_status(&core);
+        assert_eq!(error.kind, Kind::MessageTooLarge(C::ResourceExhausted));
+        assert_eq!(error.status(), 400);
+        assert!(error.message.starts_with(
+            "a gRPC message of 9437232 bytes is over the upstream's limit of 8388608 bytes"
+        ));
+        // gRPC clients get the server's words.
+        assert_eq!(error.to_status().message(), core.message());
+        assert_eq!(error.to_status().code(), C::ResourceExhausted);
+        // tonic's codec on our side: no metadata, the gateway's setting.
+        let tonic =
+            "Error, decoded message length too large: found 600 bytes, the limit is: 500 bytes";
+        let ours = Error::from_status(&tonic::Status::out_of_range(tonic));
+        assert_eq!(ours.kind, Kind::MessageTooLarge(C::OutOfRange));
+        assert!(ours
+            .message
+            .contains("the gateway's limit of 500 bytes: raise upstream.max_message_bytes"));
+        assert_eq!(ours.relayed, None);
+        // The same sent by a tonic server (a trailers-only answer's headers).
+        let mut headers = http::HeaderMap::new();
+        headers.insert("content-type", "application/grpc".parse().unwrap());
+        let theirs = tonic::Status::with_metadata(
+            C::OutOfRange,
+            tonic,
+            tonic::metadata::MetadataMap::from_headers(headers),
+        );
+        let error = Error::from_status(&theirs);
+        assert!(error.message.contains("the upstream's limit of 500 bytes"));
+        // Anything else keeps its text: other codes, one number, a size within.
+        for other in [
+            tonic::Status::invalid_argument("Received message larger than max (9 vs. 8)"),
+            tonic::Status::resource_exhausted(
+                "Cannot return body with more than 4GB of data but got 5000000000 bytes",
+            ),
+            tonic::Status::resource_exhausted("quota 5 vs. 8"),
+        ] {
+            assert_eq!(Error::from_status(&other).message, other.message());
+        }
     }
 
     #[test]

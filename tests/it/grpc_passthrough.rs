@@ -127,7 +127,7 @@ pub(super) fn param(choice: ParameterChoice) -> InferParameter {
     }
 }
 
-fn add_sub(a: &[f32], b: &[f32]) -> ModelInferRequest {
+pub(super) fn add_sub(a: &[f32], b: &[f32]) -> ModelInferRequest {
     ModelInferRequest {
         model_name: "add_sub".to_owned(),
         inputs: vec![

@@ -24,7 +24,31 @@ fn add_sub_json(outputs: &str) -> String {
 fn ignoring_outputs() -> Quirks {
     Quirks {
         ignore_requested_outputs: true,
+        ..Quirks::default()
     }
+}
+
+/// grpc core's message limit, as MLServer (4 MiB) and KServe (8 MiB) have
+/// it, here `limit` bytes.
+fn limited(limit: usize) -> Quirks {
+    Quirks {
+        max_receive_message: Some(limit),
+        ..Quirks::default()
+    }
+}
+
+/// An `add_sub` JSON request of `n` elements per input.
+fn add_sub_of(n: usize) -> String {
+    let data = vec!["1.5"; n].join(",");
+    format!(
+        r#"{{"inputs":[{{"name":"INPUT0","datatype":"FP32","shape":[{n}],"data":[{data}]}},{{"name":"INPUT1","datatype":"FP32","shape":[{n}],"data":[{data}]}}]}}"#
+    )
+}
+
+/// The size a message-size refusal names (the first number after `of`).
+fn size_named(text: &str) -> u64 {
+    let after = text.split(" message of ").nth(1).expect("names a size");
+    after.split(' ').next().unwrap().parse().expect("a number")
 }
 
 #[tokio::test]
@@ -85,4 +109,67 @@ fn a_streamed_answer_skips_the_outputs_not_requested() {
         r#"{"model_name":"add_sub","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[600000],"parameters":{"binary_data_size":2400000}}]}"#
     );
     assert_eq!(demo.infer_count(), 1);
+}
+
+#[tokio::test]
+async fn an_upstream_message_limit_is_named_with_the_setting_to_raise() {
+    let h = Harness::start().await;
+    h.demo.set_quirks(limited(1000));
+    let r = h.post(ADD_SUB, add_sub_of(300)).await;
+    let body = text(&r);
+    let size = size_named(&body);
+    assert!(size > 2 * 300 * 4, "{body}");
+    let addr = h.demo.local_addr();
+    assert_answer(
+        &r,
+        400,
+        "application/json",
+        &format!(
+            r#"{{"error":"backend {addr}: a gRPC message of {size} bytes is over the upstream's limit of 1000 bytes (the server said: Received message larger than max ({size} vs. 1000)); raise the server's limit (MLServer: grpc_max_message_length; KServe: --grpc_max_receive_message_length (and --grpc_max_send_message_length for answers); Triton's is fixed at 2147483647) and upstream.max_message_bytes to match, or send less per request"}}"#
+        ),
+    );
+    assert_eq!(h.demo.infer_count(), 0);
+}
+
+#[tokio::test]
+async fn the_passthrough_relays_an_upstream_message_limit_as_the_server_words_it() {
+    let demo = DemoUpstream::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    demo.set_quirks(limited(1000));
+    let (_gateway, addr, _server) =
+        crate::grpc_passthrough::serve(vec![demo.local_addr().to_string()], |_| {}).await;
+    let mut client = crate::grpc_passthrough::connect(addr).await;
+    let a = vec![1.5f32; 300];
+    let status = client
+        .model_infer(crate::grpc_passthrough::add_sub(&a, &a))
+        .await
+        .expect_err("refused");
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+    let size = status
+        .message()
+        .split(|c: char| !c.is_ascii_digit())
+        .find(|run| !run.is_empty())
+        .unwrap_or_default();
+    assert_eq!(
+        status.message(),
+        format!("Received message larger than max ({size} vs. 1000)")
+    );
+}
+
+#[tokio::test]
+async fn the_gateways_own_message_limit_names_its_setting() {
+    let h = Harness::start_with(|c| c.upstream.max_message_bytes = 2000).await;
+    let r = h.post(ADD_SUB, add_sub_of(600)).await;
+    let size = size_named(&text(&r));
+    assert!(size > 2 * 600 * 4, "{}", text(&r));
+    assert_answer(
+        &r,
+        400,
+        "application/json",
+        &format!(
+            r#"{{"error":"a gRPC message of {size} bytes is over the gateway's limit of 2000 bytes: raise upstream.max_message_bytes (and the server's own limit to match)"}}"#
+        ),
+    );
+    assert_eq!(h.demo.infer_count(), 0);
 }

@@ -10,4 +10,20 @@ pub struct Quirks {
     /// and an unknown requested output is not refused (KServe's gRPC
     /// server ignores `outputs`).
     pub ignore_requested_outputs: bool,
+    /// The largest `ModelInfer` message the server takes: a larger one is
+    /// refused as grpc core refuses it, `RESOURCE_EXHAUSTED` `Received
+    /// message larger than max (<size> vs. <limit>)` (MLServer: 4 MiB,
+    /// KServe: 8 MiB by default).
+    pub max_receive_message: Option<usize>,
+}
+
+impl Quirks {
+    /// grpc core's refusal of a received message of `size` bytes, if it
+    /// is above the limit.
+    pub(crate) fn refuse_size(&self, size: usize) -> Option<tonic::Status> {
+        let limit = self.max_receive_message.filter(|limit| size > *limit)?;
+        Some(tonic::Status::resource_exhausted(format!(
+            "Received message larger than max ({size} vs. {limit})"
+        )))
+    }
 }

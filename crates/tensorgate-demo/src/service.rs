@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use prost::Message;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
@@ -526,6 +527,9 @@ impl GrpcInferenceService for DemoService {
             .map(str::to_string);
         let request = request.into_inner();
         self.state.unhung().await;
+        if let Some(refusal) = self.state.quirks().refuse_size(request.encoded_len()) {
+            return Err(refusal);
+        }
         self.state.record_request(&request);
         let (index, prepared) = self.admit(&request, false)?;
         let outputs = self
