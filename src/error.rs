@@ -46,6 +46,9 @@ pub enum Kind {
     RequestTimeout,
     /// A request head over the HTTP parser's size or field-count limit.
     HeaderTooLarge,
+    /// The upstream does not implement an RPC the request needs (KServe's
+    /// `ModelConfig`): as for a resource the server does not have, 404.
+    MissingRpc,
     /// A gRPC message above a size limit, the upstream's or the gateway's
     /// own (`upstream.max_message_bytes`): the client's request is too large
     /// for the hop (Triton's 400 form), with the upstream's gRPC code.
@@ -90,6 +93,7 @@ impl Kind {
             Kind::RequestTimeout => (408, C::DeadlineExceeded),
             Kind::HeaderTooLarge => (431, C::ResourceExhausted),
             Kind::MessageTooLarge(code) => (400, code),
+            Kind::MissingRpc => (404, C::Unimplemented),
         }
     }
 
@@ -106,9 +110,10 @@ impl Kind {
             Kind::ClientOther(tonic::Code::AlreadyExists) => V1::AlreadyExists,
             Kind::ClientOther(_) => V1::Unknown,
             Kind::NotFound | Kind::RouteNotFound => V1::NotFound,
-            Kind::MethodNotAllowed | Kind::Unsupported | Kind::UnsupportedEncoding => {
-                V1::Unsupported
-            }
+            Kind::MethodNotAllowed
+            | Kind::Unsupported
+            | Kind::UnsupportedEncoding
+            | Kind::MissingRpc => V1::Unsupported,
             Kind::Internal => V1::Internal,
             Kind::Unavailable | Kind::UpstreamUnreachable | Kind::UpstreamTimeout => {
                 V1::Unavailable
@@ -179,6 +184,15 @@ impl Error {
 
     pub fn method_not_allowed() -> Error {
         Error::new(Kind::MethodNotAllowed, "Method Not Allowed")
+    }
+
+    /// `backend` does not implement the RPC named `rpc` (it answered
+    /// `UNIMPLEMENTED`, now or before).
+    pub fn missing_rpc(rpc: &str, backend: std::net::SocketAddr) -> Error {
+        Error::new(
+            Kind::MissingRpc,
+            format!("backend {backend} does not implement the {rpc} RPC"),
+        )
     }
 
     /// The one text of a passed deadline: the backend, and the deadline in

@@ -13,8 +13,10 @@ use crate::upstream::Target;
 
 impl Gateway {
     /// Model signature from the cache, or `ModelConfig` upstream (falling
-    /// back to `ModelMetadata` for servers without it). `Ok(None)` when the
-    /// upstream offers neither; unknown models are the upstream's 404.
+    /// back to `ModelMetadata` for servers without it, such as KServe: a
+    /// backend that lacks `ModelConfig` is not asked for it again, see
+    /// `upstream::OptionalRpc`). `Ok(None)` when the upstream offers
+    /// neither; unknown models are the upstream's 404.
     pub(crate) async fn model_info(
         &self,
         ctx: &RequestContext,
@@ -33,14 +35,14 @@ impl Gateway {
         };
         let info = match rpc!(self.pool(), ctx, target, model_config, request) {
             Ok(r) => from_grpc::model_info_from_config(r.config.unwrap_or_default()),
-            Err(e) if e.kind == Kind::Unsupported => {
+            Err(e) if e.kind == Kind::MissingRpc => {
                 let request = crate::proto::inference::ModelMetadataRequest {
                     name: model.name.clone(),
                     version: model.version.clone(),
                 };
                 match rpc!(self.pool(), ctx, target, model_metadata, request) {
                     Ok(r) => from_grpc::model_info_from_metadata(r),
-                    Err(e) if e.kind == Kind::Unsupported => return Ok(None),
+                    Err(e) if e.kind == Kind::MissingRpc => return Ok(None),
                     Err(e) => return Err(e),
                 }
             }

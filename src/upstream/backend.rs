@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
@@ -57,6 +57,33 @@ impl Models {
     }
 }
 
+/// RPCs a v2 server may not have (KServe has neither `ModelConfig` nor
+/// `RepositoryIndex`) that the gateway calls on its own behalf. For these,
+/// `UNIMPLEMENTED` can only mean the method is not there (Triton never
+/// answers them so otherwise), so it is remembered per backend
+/// ([`Backend::lacks`]) and the RPC is not called there again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionalRpc {
+    ModelConfig,
+    ModelMetadata,
+    RepositoryIndex,
+}
+
+impl OptionalRpc {
+    /// The method's name in `GRPCInferenceService`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OptionalRpc::ModelConfig => "ModelConfig",
+            OptionalRpc::ModelMetadata => "ModelMetadata",
+            OptionalRpc::RepositoryIndex => "RepositoryIndex",
+        }
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
 pub struct Backend {
     pub addr: SocketAddr,
     /// `addr` as text, made once (metrics labels on every call).
@@ -86,6 +113,9 @@ pub struct Backend {
     models_refreshed_ms: AtomicU64,
     /// Requests this backend has answered or failed (for the admin view).
     served: AtomicU64,
+    /// The [`OptionalRpc`]s it answered `UNIMPLEMENTED`, one bit each;
+    /// forgotten when it fails a check (a restart may bring another server).
+    missing: AtomicU8,
     /// The latest failure (a check's or a request's) since the backend last
     /// answered; `has_error` spares the hot path the lock.
     last_error: RwLock<Option<String>>,
@@ -114,6 +144,7 @@ impl Backend {
             models: RwLock::new(Arc::new(Models::Unknown)),
             models_refreshed_ms: AtomicU64::new(u64::MAX),
             served: AtomicU64::new(0),
+            missing: AtomicU8::new(0),
             last_error: RwLock::new(None),
             has_error: AtomicBool::new(false),
             check_failure: std::sync::Mutex::new(None),
@@ -284,12 +315,27 @@ impl Backend {
                 }
             }
             Err(why) => {
+                self.missing.store(0, Relaxed);
                 if failing.as_deref() != Some(why.as_str()) {
                     tracing::warn!(backend = %self.addr, error = %why, "backend check failed; no traffic until it passes");
                     *failing = Some(why.clone());
                 }
                 self.set_last_error(Some(why.clone()));
             }
+        }
+    }
+
+    /// The backend answered `rpc` with `UNIMPLEMENTED` (since its last
+    /// failed check).
+    pub fn lacks(&self, rpc: OptionalRpc) -> bool {
+        self.missing.load(Relaxed) & rpc.bit() != 0
+    }
+
+    /// The backend answered `rpc` with `UNIMPLEMENTED`: it is not called
+    /// there again (until the backend fails a check).
+    pub fn record_missing(&self, rpc: OptionalRpc) {
+        if self.missing.fetch_or(rpc.bit(), Relaxed) & rpc.bit() == 0 {
+            tracing::info!(backend = %self.addr, rpc = rpc.name(), "backend does not implement the RPC; not calling it there again");
         }
     }
 
@@ -436,6 +482,18 @@ mod tests {
         b.mark_seen_ready();
         assert!(b.healthy() && b.usable());
         assert_eq!((b.last_error(), b.unusable_reason()), (None, None));
+    }
+
+    #[test]
+    fn a_missing_rpc_is_remembered_until_a_check_fails() {
+        let b = backend();
+        b.record_missing(OptionalRpc::ModelConfig);
+        assert!(b.lacks(OptionalRpc::ModelConfig));
+        assert!(!b.lacks(OptionalRpc::ModelMetadata));
+        b.record_check(&Ok(()));
+        assert!(b.lacks(OptionalRpc::ModelConfig));
+        b.record_check(&Err("health check failed: connection refused".into()));
+        assert!(!b.lacks(OptionalRpc::ModelConfig));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::answer::AnswerTap;
-use super::backend::Lease;
+use super::backend::{Lease, OptionalRpc};
 use super::encoded::EncodedInfer;
 pub(crate) use super::failure::failure_text;
 use super::pool::{Pool, Target};
@@ -100,17 +100,22 @@ impl Pool {
         F: Fn(Client, Duration) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        self.call_through(ctx, target, deadline, Lease::client, rpc)
+        self.call_through(ctx, target, deadline, None, Lease::client, rpc)
             .await
     }
 
     /// [`Pool::call`] with `rpc` handed what `handle` makes of the chosen
-    /// backend (its generated client, or its raw transport: `raw`).
+    /// backend (its generated client, or its raw transport: `raw`). When
+    /// the RPC is one a server may not have (`optional`: the `rpc!` macro
+    /// says), backends known to lack it are not called, one that answers
+    /// `UNIMPLEMENTED` is remembered to lack it, and either way the answer
+    /// is [`Error::missing_rpc`].
     pub(crate) async fn call_through<H, T, F, Fut>(
         &self,
         ctx: &RequestContext,
         target: &Target<'_>,
         deadline: Option<Duration>,
+        optional: Option<OptionalRpc>,
         handle: fn(&Lease) -> H,
         rpc: F,
     ) -> Result<T>
@@ -125,21 +130,49 @@ impl Pool {
         } else {
             self.settings().max_attempts
         };
-        let mut tried: Vec<SocketAddr> = Vec::new();
+        // Not picked: backends known to lack the RPC, then those tried.
+        let lacking = optional.map_or_else(Vec::new, |rpc| self.lacking(rpc));
+        let mut skipped = lacking.clone();
+        let mut tried = 0;
         loop {
-            let lease = self.pick(target, &tried)?;
+            let lease = match self.pick(target, &skipped) {
+                Ok(lease) => lease,
+                Err(error) => {
+                    return Err(match (optional, lacking.first()) {
+                        (Some(rpc), Some(addr)) => Error::missing_rpc(rpc.name(), *addr),
+                        _ => error,
+                    })
+                }
+            };
             match self
                 .attempt(ctx, &lease, deadline, handle(&lease), &rpc)
                 .await
             {
-                Err(Attempt::NeverReached(error)) if tried.len() + 1 < attempts => {
+                Err(Attempt::NeverReached(error)) if tried + 1 < attempts => {
                     tracing::debug!(backend = %lease.addr(), error = %error, "attempt never reached the backend; retrying elsewhere");
-                    tried.push(lease.addr());
+                    skipped.push(lease.addr());
+                    tried += 1;
+                }
+                Err(Attempt::Failed(error)) if error.kind == Kind::Unsupported => {
+                    let Some(rpc) = optional else {
+                        return Err(error);
+                    };
+                    lease.backend().record_missing(rpc);
+                    return Err(Error::missing_rpc(rpc.name(), lease.addr()));
                 }
                 Err(attempt) => return Err(attempt.into_error()),
                 Ok(value) => return Ok(value),
             }
         }
+    }
+
+    /// The backends known to lack `rpc`.
+    fn lacking(&self, rpc: OptionalRpc) -> Vec<SocketAddr> {
+        self.backends()
+            .iter()
+            .filter(|b| b.lacks(rpc))
+            .map(|b| b.addr)
+            .collect()
     }
 
     /// One attempt on a chosen backend within what is left of `deadline`
@@ -314,7 +347,7 @@ impl Pool {
         metadata: &tonic::metadata::MetadataMap,
         message: &EncodedInfer,
     ) -> Result<RawAnswer> {
-        self.call_through(ctx, target, deadline, Lease::raw, |raw, timeout| {
+        self.call_through(ctx, target, deadline, None, Lease::raw, |raw, timeout| {
             raw.call(path, metadata.clone(), timeout, message.clone())
         })
         .await
@@ -322,8 +355,10 @@ impl Pool {
 }
 
 /// `rpc!(pool, ctx, target, method, message)`: one unary RPC through
-/// [`Pool::call`] for the request `ctx`, the message cloned per attempt
-/// (tensor bytes are `Bytes`: a clone is a reference count).
+/// [`Pool::call_through`] for the request `ctx`, the message cloned per
+/// attempt (tensor bytes are `Bytes`: a clone is a reference count). The
+/// RPCs a server may lack are remembered per backend when missing
+/// ([`OptionalRpc`]).
 macro_rules! rpc {
     ($pool:expr, $ctx:expr, $target:expr, $method:ident, $message:expr) => {
         rpc!($pool, $ctx, $target, None, $method, $message)
@@ -331,23 +366,48 @@ macro_rules! rpc {
     ($pool:expr, $ctx:expr, $target:expr, $deadline:expr, $method:ident, $message:expr) => {{
         let message = $message;
         let ctx: &$crate::context::RequestContext = $ctx;
+        let optional = $crate::upstream::call::optional_rpc!($method);
         $pool
-            .call(ctx, &$target, $deadline, |mut client, timeout| {
-                let message = message.clone();
-                async move {
-                    client
-                        .$method($crate::upstream::call::request(
-                            message,
-                            timeout,
-                            ctx.trace(),
-                        ))
-                        .await
-                }
-            })
+            .call_through(
+                ctx,
+                &$target,
+                $deadline,
+                optional,
+                $crate::upstream::Lease::client,
+                |mut client, timeout| {
+                    let message = message.clone();
+                    async move {
+                        client
+                            .$method($crate::upstream::call::request(
+                                message,
+                                timeout,
+                                ctx.trace(),
+                            ))
+                            .await
+                    }
+                },
+            )
             .await
     }};
 }
 pub(crate) use rpc;
+
+/// The [`OptionalRpc`] a generated client method calls, if it is one.
+macro_rules! optional_rpc {
+    (model_config) => {
+        Some($crate::upstream::OptionalRpc::ModelConfig)
+    };
+    (model_metadata) => {
+        Some($crate::upstream::OptionalRpc::ModelMetadata)
+    };
+    (repository_index) => {
+        Some($crate::upstream::OptionalRpc::RepositoryIndex)
+    };
+    ($other:ident) => {
+        None
+    };
+}
+pub(crate) use optional_rpc;
 
 /// How one attempt failed.
 #[derive(Debug)]

@@ -13,7 +13,7 @@ use pingora::lb::health_check::HealthCheck;
 use pingora::lb::Backend as LbBackend;
 use pingora_core::{Error as PingoraError, ErrorType, Result as PingoraResult};
 
-use super::backend::{Backend, Models};
+use super::backend::{Backend, Models, OptionalRpc};
 use super::failure::failure_text;
 use super::UpstreamSettings;
 use crate::error::duration_text;
@@ -120,11 +120,16 @@ async fn server_ready(backend: &Backend, timeout: Duration) -> Result<bool, Stri
     }
 }
 
-/// The backend's repository index (every model, any state).
+/// The backend's repository index (every model, any state). A backend
+/// without the RPC is asked once (`UNIMPLEMENTED` is remembered).
 async fn fetch_index(
     backend: &Backend,
     timeout: Duration,
 ) -> Result<Vec<pb::repository_index_response::ModelIndex>, tonic::Status> {
+    let index = OptionalRpc::RepositoryIndex;
+    if backend.lacks(index) {
+        return Err(tonic::Status::unimplemented(index.name()));
+    }
     let mut client = backend.health_client();
     let request = pb::RepositoryIndexRequest {
         repository_name: String::new(),
@@ -148,12 +153,15 @@ fn ready_models(index: Vec<pb::repository_index_response::ModelIndex>) -> Models
 }
 
 /// Asks the backend which models are ready. A server without a repository
-/// index (not Triton) is `Unknown`: it may get any model. On other
-/// failures the previous knowledge stays.
+/// index (KServe) is `Unknown`: it may get any model (and is not asked
+/// again). On other failures the previous knowledge stays.
 pub(crate) async fn refresh_models(backend: &Backend, timeout: Duration) {
     match fetch_index(backend, timeout).await {
         Ok(index) => backend.set_models(ready_models(index)),
-        Err(s) if s.code() == tonic::Code::Unimplemented => backend.set_models(Models::Unknown),
+        Err(s) if s.code() == tonic::Code::Unimplemented => {
+            backend.record_missing(OptionalRpc::RepositoryIndex);
+            backend.set_models(Models::Unknown)
+        }
         Err(s) => {
             tracing::debug!(backend = %backend.addr, error = %s.message(), "model refresh failed")
         }

@@ -36,7 +36,7 @@ use std::time::Duration;
 use crate::config::{self, Balance};
 use crate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
 
-pub use backend::{Backend, Lease, Models};
+pub use backend::{Backend, Lease, Models, OptionalRpc};
 pub use model_info::ModelCache;
 pub use pool::{Pool, Target};
 

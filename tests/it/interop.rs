@@ -37,6 +37,15 @@ fn limited(limit: usize) -> Quirks {
     }
 }
 
+/// A server without these RPCs (KServe has no `ModelConfig`, no
+/// `RepositoryIndex`).
+fn lacking(missing_rpcs: &[&'static str]) -> Quirks {
+    Quirks {
+        missing_rpcs: missing_rpcs.to_vec(),
+        ..Quirks::default()
+    }
+}
+
 /// An `add_sub` JSON request of `n` elements per input.
 fn add_sub_of(n: usize) -> String {
     let data = vec!["1.5"; n].join(",");
@@ -172,4 +181,79 @@ async fn the_gateways_own_message_limit_names_its_setting() {
         ),
     );
     assert_eq!(h.demo.infer_count(), 0);
+}
+
+#[tokio::test]
+async fn a_missing_model_config_is_asked_once_and_config_answers_404() {
+    // No signature cache: every request needs the model's signature.
+    let h = Harness::start_with(|c| c.upstream.model_info_ttl_ms = 0).await;
+    h.demo.set_quirks(lacking(&["ModelConfig"]));
+    let missing = format!(
+        r#"{{"error":"backend {} does not implement the ModelConfig RPC"}}"#,
+        h.demo.local_addr()
+    );
+    for _ in 0..2 {
+        let r = h.get("/v2/models/add_sub/config").await;
+        assert_answer(&r, 404, "application/json", &missing);
+    }
+    // The signature comes from ModelMetadata instead, without asking for
+    // the configuration again.
+    for _ in 0..3 {
+        let r = h.post(ADD_SUB, add_sub_json(r#"{"name":"OUTPUT0"}"#)).await;
+        assert_eq!(r.status, 200, "{}", text(&r));
+    }
+    assert_eq!(h.demo.calls("ModelConfig"), 1);
+    assert_eq!(h.demo.calls("ModelMetadata"), 3);
+}
+
+#[tokio::test]
+async fn a_missing_repository_index_is_asked_once() {
+    let h = Harness::start_with(|c| {
+        c.upstream.health.interval_ms = 20;
+        c.upstream.model_refresh_ms = 1;
+    })
+    .await;
+    h.demo.set_quirks(lacking(&["RepositoryIndex"]));
+    let pool = h.gateway.pool();
+    pool.started().await;
+    pool.passes_reach(pool.passes() + 5).await;
+    let r = h.post("/v2/repository/index", "").await;
+    assert_answer(
+        &r,
+        404,
+        "application/json",
+        &format!(
+            r#"{{"error":"backend {} does not implement the RepositoryIndex RPC"}}"#,
+            h.demo.local_addr()
+        ),
+    );
+    assert_eq!(h.demo.calls("RepositoryIndex"), 1);
+    // The backend still serves every model.
+    let r = h.post(ADD_SUB, add_sub_json(r#"{"name":"OUTPUT1"}"#)).await;
+    assert_eq!(r.status, 200, "{}", text(&r));
+}
+
+#[tokio::test]
+async fn without_a_signature_an_unknown_output_is_refused_on_the_answer() {
+    let h = Harness::start().await;
+    h.demo.set_quirks(Quirks {
+        ignore_requested_outputs: true,
+        missing_rpcs: vec!["ModelConfig", "ModelMetadata"],
+        ..Quirks::default()
+    });
+    let r = h.post(ADD_SUB, add_sub_json(r#"{"name":"OUTPUT9"}"#)).await;
+    assert_answer(
+        &r,
+        400,
+        "application/json",
+        r#"{"error":"unexpected inference output 'OUTPUT9' for model 'add_sub'"}"#,
+    );
+    // The model ran: the refusal came from its answer.
+    assert_eq!(h.demo.infer_count(), 1);
+    let r = h.post(ADD_SUB, add_sub_json(r#"{"name":"OUTPUT1"}"#)).await;
+    assert!(
+        text(&r).contains(r#""outputs":[{"name":"OUTPUT1""#),
+        "{}",
+        text(&r)
+    );
 }

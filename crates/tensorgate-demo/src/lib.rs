@@ -274,6 +274,17 @@ impl DemoUpstream {
             .clone()
     }
 
+    /// How often `method` was called: `"ModelConfig"`, `"ModelMetadata"`
+    /// or `"RepositoryIndex"` (the RPCs a server may lack), refused or not.
+    pub fn calls(&self, method: &str) -> u64 {
+        let calls = self
+            .state
+            .calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        calls.get(method).copied().unwrap_or(0)
+    }
+
     /// The `traceparent` metadata of the last `ModelInfer` call.
     pub fn last_traceparent(&self) -> Option<String> {
         self.state

@@ -15,9 +15,21 @@ pub struct Quirks {
     /// message larger than max (<size> vs. <limit>)` (MLServer: 4 MiB,
     /// KServe: 8 MiB by default).
     pub max_receive_message: Option<usize>,
+    /// RPCs the server does not have, by method name (`"ModelConfig"`,
+    /// `"ModelMetadata"`, `"RepositoryIndex"`): answered `UNIMPLEMENTED`
+    /// `Method not found!`, as grpc core answers a method no service
+    /// registered (KServe has neither `ModelConfig` nor `RepositoryIndex`).
+    pub missing_rpcs: Vec<&'static str>,
 }
 
 impl Quirks {
+    /// grpc core's answer to a call of `method`, if the server lacks it.
+    pub(crate) fn refuse_method(&self, method: &str) -> Option<tonic::Status> {
+        self.missing_rpcs
+            .contains(&method)
+            .then(|| tonic::Status::unimplemented("Method not found!"))
+    }
+
     /// grpc core's refusal of a received message of `size` bytes, if it
     /// is above the limit.
     pub(crate) fn refuse_size(&self, size: usize) -> Option<tonic::Status> {

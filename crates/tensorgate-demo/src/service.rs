@@ -62,6 +62,8 @@ pub(crate) struct DemoState {
     pub streams: StreamCounters,
     /// How the demo differs from Triton (none by default).
     pub quirks: std::sync::RwLock<Quirks>,
+    /// Calls of the RPCs a server may lack, by method name.
+    pub calls: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -82,6 +84,7 @@ impl DemoState {
             hang: tokio::sync::watch::Sender::new(false),
             streams: StreamCounters::default(),
             quirks: std::sync::RwLock::default(),
+            calls: Mutex::default(),
         }
     }
 
@@ -102,6 +105,12 @@ impl DemoState {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Counts a call of `method`; refuses it if the server lacks it.
+    fn called(&self, method: &'static str) -> Result<(), Status> {
+        *lock(&self.calls).entry(method).or_default() += 1;
+        self.quirks().refuse_method(method).map_or(Ok(()), Err)
     }
 
     fn find(&self, name: &str) -> Option<usize> {
@@ -511,6 +520,7 @@ impl GrpcInferenceService for DemoService {
         &self,
         request: Request<ModelMetadataRequest>,
     ) -> Result<Response<ModelMetadataResponse>, Status> {
+        self.state.called("ModelMetadata")?;
         self.state.unhung().await;
         let request = request.into_inner();
         let index = self.state.lookup(&request.name, &request.version)?;
@@ -570,6 +580,7 @@ impl GrpcInferenceService for DemoService {
         &self,
         request: Request<ModelConfigRequest>,
     ) -> Result<Response<ModelConfigResponse>, Status> {
+        self.state.called("ModelConfig")?;
         self.state.unhung().await;
         let request = request.into_inner();
         let index = self.state.lookup(&request.name, &request.version)?;
@@ -613,6 +624,7 @@ impl GrpcInferenceService for DemoService {
         &self,
         request: Request<RepositoryIndexRequest>,
     ) -> Result<Response<RepositoryIndexResponse>, Status> {
+        self.state.called("RepositoryIndex")?;
         self.state.unhung().await;
         let ready_only = request.into_inner().ready;
         let state = &self.state;

@@ -50,7 +50,7 @@ impl Gateway {
             request
         ) {
             Ok(r) => Ok(Some(r.models)),
-            Err(e) if e.kind == Kind::Unsupported => Ok(None),
+            Err(e) if e.kind == Kind::MissingRpc => Ok(None),
             Err(e) => Err(e),
         }
     }
