@@ -1,8 +1,10 @@
 //! The server metadata both fronts answer (`GET /v2`, gRPC
 //! `ServerMetadata`). Transparent by default: the upstream's `name` and
-//! `version` (clients such as NVIDIA's examples check `name == "triton"`),
-//! and of its `extensions` those the gateway serves, in the upstream's
-//! order, plus `binary_tensor_data` on HTTP (the gateway provides it).
+//! `version` (clients such as NVIDIA's examples check `name == "triton"`)
+//! and every extension it lists, in its order (KServe's
+//! `model_repository_extension` included), plus, on HTTP, the extensions
+//! the gateway serves itself whatever the upstream: `binary_tensor_data`.
+//! Triton lists it already, so its answer passes byte for byte.
 //! `server.announce_gateway` names the gateway itself instead; the gateway
 //! always identifies itself in the `Via` header and on `/v2/tensorgate/...`.
 
@@ -14,30 +16,16 @@ pub(crate) const GATEWAY_NAME: &str = "tensorgate";
 /// The gateway's own version.
 pub(crate) const GATEWAY_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// Extensions the gateway serves over HTTP when the upstream does: every
-/// v2 extension of Triton's list.
-const SERVED_EXTENSIONS: [&str; 13] = [
-    "classification",
-    "sequence",
-    "model_repository",
-    "model_repository(unload_dependents)",
-    "schedule_policy",
-    "model_configuration",
-    "system_shared_memory",
-    "cuda_shared_memory",
-    BINARY_TENSOR_DATA,
-    "parameters",
-    "statistics",
-    "trace",
-    "logging",
-];
-/// HTTP-only, provided by the gateway whatever the upstream reports.
-const BINARY_TENSOR_DATA: &str = "binary_tensor_data";
+/// Extensions the HTTP front provides itself, whatever the upstream lists:
+/// the binary tensor data extension is HTTP-only and done by the gateway.
+/// (Classification, sequences, shared memory and the rest are the
+/// upstream's: listed only when it lists them.)
+const GATEWAY_EXTENSIONS: [&str; 1] = ["binary_tensor_data"];
 
 /// Which front asks: the extensions each one serves differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Front {
-    /// `GET /v2`: the served extensions, `binary_tensor_data` always.
+    /// `GET /v2`: the upstream's extensions and the gateway's own.
     Http,
     /// The gRPC passthrough relays every call: the upstream's extensions.
     Grpc,
@@ -56,9 +44,10 @@ impl Gateway {
             mut extensions,
         } = upstream;
         if front == Front::Http {
-            extensions.retain(|e| SERVED_EXTENSIONS.contains(&e.as_str()));
-            if !extensions.iter().any(|e| e == BINARY_TENSOR_DATA) {
-                extensions.push(BINARY_TENSOR_DATA.to_string());
+            for own in GATEWAY_EXTENSIONS {
+                if !extensions.iter().any(|e| e == own) {
+                    extensions.push(own.to_string());
+                }
             }
         }
         let (name, version) = if self.config().server.announce_gateway {

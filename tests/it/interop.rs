@@ -46,6 +46,17 @@ fn lacking(missing_rpcs: &[&'static str]) -> Quirks {
     }
 }
 
+/// Metadata as KServe and MLServer send it.
+fn oip_metadata() -> Quirks {
+    Quirks {
+        oip_metadata: true,
+        ..Quirks::default()
+    }
+}
+
+/// `add_sub`'s metadata as an Open Inference Protocol server sends it.
+const ADD_SUB_OIP_METADATA: &str = r#"{"name":"add_sub","versions":[],"platform":"demo","inputs":[{"name":"INPUT0","datatype":"FP32","shape":[-1],"parameters":{"content_type":"np"}},{"name":"INPUT1","datatype":"FP32","shape":[-1],"parameters":{"content_type":"np"}}],"outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[-1],"parameters":{"content_type":"np"}},{"name":"OUTPUT1","datatype":"FP32","shape":[-1],"parameters":{"content_type":"np"}}],"parameters":{"content_type":"np"}}"#;
+
 /// An `add_sub` JSON request of `n` elements per input.
 fn add_sub_of(n: usize) -> String {
     let data = vec!["1.5"; n].join(",");
@@ -256,4 +267,38 @@ async fn without_a_signature_an_unknown_output_is_refused_on_the_answer() {
         "{}",
         text(&r)
     );
+}
+
+#[tokio::test]
+async fn server_metadata_keeps_the_upstreams_extensions_and_adds_the_gateways() {
+    let h = Harness::start().await;
+    h.demo.set_quirks(oip_metadata());
+    let version = env!("CARGO_PKG_VERSION");
+    assert_answer(
+        &h.get("/v2").await,
+        200,
+        "application/json",
+        &format!(
+            r#"{{"name":"demo","version":"{version}","extensions":["model_repository_extension","binary_tensor_data"]}}"#
+        ),
+    );
+}
+
+#[tokio::test]
+async fn model_metadata_keeps_the_upstreams_parameters() {
+    let h = Harness::start().await;
+    h.demo.set_quirks(oip_metadata());
+    let r = h.get("/v2/models/add_sub").await;
+    assert_answer(&r, 200, "application/json", ADD_SUB_OIP_METADATA);
+    // The passthrough relays them too.
+    let (_gateway, addr, _server) =
+        crate::grpc_passthrough::serve(vec![h.demo.local_addr().to_string()], |_| {}).await;
+    let mut client = crate::grpc_passthrough::connect(addr).await;
+    let request = tensorgate::proto::inference::ModelMetadataRequest {
+        name: "add_sub".into(),
+        version: String::new(),
+    };
+    let metadata = client.model_metadata(request).await.unwrap().into_inner();
+    assert_eq!(metadata.parameters.len(), 1);
+    assert_eq!(metadata.outputs[1].parameters.len(), 1);
 }

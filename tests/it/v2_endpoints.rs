@@ -9,8 +9,8 @@ async fn health_and_server_metadata() {
     let h = Harness::start().await;
     assert_answer(&h.get("/v2/health/live").await, 200, "text/plain", "");
     assert_answer(&h.get("/v2/health/ready").await, 200, "text/plain", "");
-    // The upstream's name and version (stock clients check them), and the
-    // extensions the gateway serves, in the upstream's order.
+    // The upstream's name and version (stock clients check them), and its
+    // extensions in its order (binary_tensor_data among them already).
     let version = env!("CARGO_PKG_VERSION");
     let extensions = r#"["classification","model_repository","model_configuration","system_shared_memory","cuda_shared_memory","binary_tensor_data","parameters","statistics","trace","logging"]"#;
     assert_answer(

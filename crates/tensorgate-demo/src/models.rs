@@ -197,6 +197,7 @@ impl ModelSpec {
                 .into_iter()
                 .chain(t.dims.iter().copied())
                 .collect(),
+            parameters: std::collections::HashMap::new(),
         };
         ModelMetadataResponse {
             name: self.name.to_owned(),
@@ -204,6 +205,7 @@ impl ModelSpec {
             platform: "demo".to_owned(),
             inputs: self.inputs.iter().map(tensor).collect(),
             outputs: self.outputs.iter().map(tensor).collect(),
+            parameters: std::collections::HashMap::new(),
         }
     }
 

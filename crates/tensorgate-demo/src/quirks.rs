@@ -3,6 +3,11 @@
 //! tests show what it makes of them. Off by default; set with
 //! [`crate::DemoUpstream::set_quirks`].
 
+use std::collections::HashMap;
+
+use tensorgate_proto::inference::infer_parameter::ParameterChoice;
+use tensorgate_proto::inference::{InferParameter, ModelMetadataResponse};
+
 /// What the demo does differently from Triton.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Quirks {
@@ -20,9 +25,48 @@ pub struct Quirks {
     /// `Method not found!`, as grpc core answers a method no service
     /// registered (KServe has neither `ModelConfig` nor `RepositoryIndex`).
     pub missing_rpcs: Vec<&'static str>,
+    /// Metadata as the Open Inference Protocol's servers send it:
+    /// `ServerMetadata` extensions as KServe lists them; model metadata
+    /// without versions (as KServe) and with `parameters` maps, the
+    /// model's and each tensor's `content_type` (as MLServer fills them).
+    pub oip_metadata: bool,
 }
 
+/// KServe's `ServerMetadata` extensions.
+const OIP_EXTENSIONS: [&str; 1] = ["model_repository_extension"];
+
 impl Quirks {
+    /// The `ServerMetadata` extensions: Triton-like `own` ones, or KServe's.
+    pub(crate) fn extensions(&self, own: &[&str]) -> Vec<String> {
+        let listed = if self.oip_metadata {
+            &OIP_EXTENSIONS[..]
+        } else {
+            own
+        };
+        listed.iter().map(|e| e.to_string()).collect()
+    }
+
+    /// Model metadata as an Open Inference Protocol server sends it.
+    pub(crate) fn model_metadata(
+        &self,
+        mut metadata: ModelMetadataResponse,
+    ) -> ModelMetadataResponse {
+        if !self.oip_metadata {
+            return metadata;
+        }
+        let content_type = |value: &str| {
+            let value = InferParameter {
+                parameter_choice: Some(ParameterChoice::StringParam(value.to_owned())),
+            };
+            HashMap::from([("content_type".to_owned(), value)])
+        };
+        metadata.versions.clear();
+        metadata.parameters = content_type("np");
+        let tensors = metadata.inputs.iter_mut().chain(&mut metadata.outputs);
+        tensors.for_each(|tensor| tensor.parameters = content_type("np"));
+        metadata
+    }
+
     /// grpc core's answer to a call of `method`, if the server lacks it.
     pub(crate) fn refuse_method(&self, method: &str) -> Option<tonic::Status> {
         self.missing_rpcs

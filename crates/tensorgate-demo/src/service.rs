@@ -512,7 +512,7 @@ impl GrpcInferenceService for DemoService {
         Ok(Response::new(ServerMetadataResponse {
             name: "demo".to_owned(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
-            extensions: extensions.iter().map(|e| e.to_string()).collect(),
+            extensions: self.state.quirks().extensions(&extensions),
         }))
     }
 
@@ -524,7 +524,8 @@ impl GrpcInferenceService for DemoService {
         self.state.unhung().await;
         let request = request.into_inner();
         let index = self.state.lookup(&request.name, &request.version)?;
-        Ok(Response::new(self.model(index).metadata()))
+        let metadata = self.model(index).metadata();
+        Ok(Response::new(self.state.quirks().model_metadata(metadata)))
     }
 
     async fn model_infer(

@@ -14,12 +14,13 @@ use std::collections::HashMap;
 use crate::proto::inference::{
     log_settings_response::{self, setting_value::ParameterChoice as LogParam},
     model_metadata_response::TensorMetadata,
-    CudaSharedMemoryStatusResponse, InferBatchStatistics, InferResponseStatistics, InferStatistics,
-    LogSettingsResponse, ModelMetadataResponse, ModelStatistics, ModelStatisticsResponse,
-    RepositoryIndexResponse, ServerMetadataResponse, StatisticDuration,
+    CudaSharedMemoryStatusResponse, InferBatchStatistics, InferParameter, InferResponseStatistics,
+    InferStatistics, LogSettingsResponse, ModelMetadataResponse, ModelStatistics,
+    ModelStatisticsResponse, RepositoryIndexResponse, ServerMetadataResponse, StatisticDuration,
     SystemSharedMemoryStatusResponse, TraceSettingResponse,
 };
 use crate::wire::json_write::{write_array, write_i64, write_str, write_u64};
+use crate::wire::v2_response::write_parameters;
 
 /// A compact JSON object under construction: `{"k":v,...}`.
 struct Obj<'a> {
@@ -98,13 +99,27 @@ fn tensor_metadata(out: &mut Vec<u8>, tensor: &TensorMetadata) {
     obj.str("name", &tensor.name);
     obj.str("datatype", &tensor.datatype);
     write_array(obj.key("shape"), &tensor.shape, |out, d| write_i64(out, *d));
+    parameters(&mut obj, &tensor.parameters);
     obj.end();
+}
+
+/// An Open Inference Protocol `parameters` map, keys sorted, when the
+/// upstream sent one (MLServer; Triton's answers have none, so its bodies
+/// are unchanged). A protobuf map cannot tell an empty map from none.
+fn parameters(obj: &mut Obj<'_>, map: &HashMap<String, InferParameter>) {
+    if !map.is_empty() {
+        write_parameters(obj.key("parameters"), &super::params(map));
+    }
 }
 
 /// `GET /v2/models/{m}[/versions/{v}]`:
 /// `{"name","versions":[…],"platform","inputs":[{"name","datatype","shape"}],"outputs":[…]}`
 /// (core `TRITONSERVER_ServerModelMetadata`: every key always present,
-/// `platform` falls back to the backend name there already).
+/// `platform` falls back to the backend name there already), then the
+/// Open Inference Protocol's `parameters` (the model's, and each tensor's
+/// after its shape) when the upstream sent them. `versions` is `[]` when
+/// the upstream sent none (KServe's gRPC answer has none; gRPC cannot
+/// carry its HTTP front's `null`).
 pub(crate) fn model_metadata_json(metadata: &ModelMetadataResponse) -> Vec<u8> {
     let mut out = Vec::with_capacity(128 + 64 * (metadata.inputs.len() + metadata.outputs.len()));
     let mut obj = Obj::new(&mut out);
@@ -113,6 +128,7 @@ pub(crate) fn model_metadata_json(metadata: &ModelMetadataResponse) -> Vec<u8> {
     obj.str("platform", &metadata.platform);
     write_array(obj.key("inputs"), &metadata.inputs, tensor_metadata);
     write_array(obj.key("outputs"), &metadata.outputs, tensor_metadata);
+    parameters(&mut obj, &metadata.parameters);
     obj.end();
     out
 }
@@ -625,12 +641,33 @@ mod tests {
                 name: "I/0".into(),
                 datatype: "BYTES".into(),
                 shape: vec![],
+                parameters: HashMap::new(),
             }],
             outputs: vec![],
+            parameters: HashMap::new(),
         };
         assert_eq!(
             String::from_utf8(model_metadata_json(&metadata)).unwrap(),
             r#"{"name":"m\u0001","versions":[],"platform":"","inputs":[{"name":"I/0","datatype":"BYTES","shape":[]}],"outputs":[]}"#
+        );
+        // The Open Inference Protocol's maps, keys sorted, numbers and
+        // booleans as JSON values.
+        let choice = |c| InferParameter {
+            parameter_choice: Some(c),
+        };
+        use crate::proto::inference::infer_parameter::ParameterChoice as P;
+        let mut oip = metadata.clone();
+        oip.parameters = HashMap::from([
+            ("z".to_string(), choice(P::BoolParam(true))),
+            ("a".to_string(), choice(P::Int64Param(-3))),
+        ]);
+        oip.inputs[0].parameters = HashMap::from([(
+            "content_type".to_string(),
+            choice(P::StringParam("np".into())),
+        )]);
+        assert_eq!(
+            String::from_utf8(model_metadata_json(&oip)).unwrap(),
+            r#"{"name":"m\u0001","versions":[],"platform":"","inputs":[{"name":"I/0","datatype":"BYTES","shape":[],"parameters":{"content_type":"np"}}],"outputs":[],"parameters":{"a":-3,"z":true}}"#
         );
         let server = ServerMetadataResponse {
             name: "tensorgate".into(),
