@@ -10,6 +10,9 @@
 //! - `stream.rs`: `ModelStreamInfer`, one backend per stream;
 //! - `streamed.rs`: large `ModelInfer` calls relayed while they arrive;
 //! - `metadata.rs`: `grpc-timeout` and which metadata crosses the gateway.
+//!
+//! Clients may compress their messages (gzip, deflate): the gateway
+//! inflates them and relays plain messages ([`ACCEPTED_COMPRESSION`]).
 
 mod auth;
 mod incoming;
@@ -24,6 +27,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
+use tonic::codec::CompressionEncoding;
 
 use crate::app::Gateway;
 use crate::app::OpenConnections;
@@ -32,12 +36,24 @@ use crate::proto::inference::grpc_inference_service_server::GrpcInferenceService
 pub use service::Passthrough;
 pub use v1::V1GrpcService;
 
-/// The tonic service, with the upstream message size limit both ways.
+/// Compressions a client's messages may use (`grpc-encoding`), as
+/// Triton's own gRPC front accepts them: tonic inflates them (within the
+/// decoding limit, which bounds the inflated size), so the gateway reads
+/// and relays the plain message, which every server takes. Answers go back
+/// uncompressed, as Triton sends them by default.
+pub(crate) const ACCEPTED_COMPRESSION: [CompressionEncoding; 2] =
+    [CompressionEncoding::Gzip, CompressionEncoding::Deflate];
+
+/// The tonic service, with the upstream message size limit both ways and
+/// compressed messages accepted.
 pub fn service(gateway: Arc<Gateway>) -> GrpcInferenceServiceServer<Passthrough> {
     let limit = gateway.config().upstream.max_message_bytes;
-    GrpcInferenceServiceServer::new(Passthrough::new(gateway))
-        .max_decoding_message_size(limit)
-        .max_encoding_message_size(limit)
+    ACCEPTED_COMPRESSION.into_iter().fold(
+        GrpcInferenceServiceServer::new(Passthrough::new(gateway))
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(limit),
+        GrpcInferenceServiceServer::accept_compressed,
+    )
 }
 
 /// `grpc.tls`: h2 over TLS with the HTTPS listener's certificate files

@@ -41,9 +41,12 @@ impl V1GrpcService {
     /// The tonic service, with the gateway's message-size limit both ways.
     pub fn server(self) -> GrpcServiceServer<V1GrpcService> {
         let limit = self.gateway.config().upstream.max_message_bytes;
-        GrpcServiceServer::new(self)
-            .max_decoding_message_size(limit)
-            .max_encoding_message_size(limit)
+        super::ACCEPTED_COMPRESSION.into_iter().fold(
+            GrpcServiceServer::new(self)
+                .max_decoding_message_size(limit)
+                .max_encoding_message_size(limit),
+            GrpcServiceServer::accept_compressed,
+        )
     }
 }
 

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio_stream::StreamExt;
+use tonic::codec::CompressionEncoding;
 use tonic::transport::Channel;
 use tonic::{Code, Request};
 
@@ -538,6 +539,41 @@ async fn message_size_limits_apply_on_the_server_side() {
     assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
     assert!(status.message().contains("too large"), "{status:?}");
     assert_eq!(demo.infer_count(), 0, "never sent upstream");
+}
+
+#[tokio::test]
+async fn compressed_messages_from_stock_clients_are_accepted() {
+    // tritonclient.grpc's compression_algorithm="gzip"/"deflate".
+    let fleet = Fleet::start().await;
+    for encoding in [CompressionEncoding::Gzip, CompressionEncoding::Deflate] {
+        let mut client = fleet
+            .client
+            .clone()
+            .send_compressed(encoding)
+            .max_decoding_message_size(64 << 20);
+        let response = client
+            .model_infer(add_sub(&[1.0, 2.0], &[3.0, 4.0]))
+            .await
+            .expect("a compressed message is accepted")
+            .into_inner();
+        assert_eq!(floats(&response.raw_output_contents[0]), [4.0, 6.0]);
+        // Large: read whole and inflated, not relayed as it arrives.
+        let response = client
+            .model_infer(identity_fp32(5 << 18))
+            .await
+            .expect("a large compressed message is accepted")
+            .into_inner();
+        assert_eq!(response.raw_output_contents[0].len(), 5 << 20);
+        // A stream's messages.
+        let requests = tokio_stream::iter([add_sub(&[2.0], &[1.0])]);
+        let mut responses = client
+            .model_stream_infer(requests)
+            .await
+            .expect("stream opens")
+            .into_inner();
+        let message = responses.next().await.expect("an answer").expect("ok");
+        assert_eq!(message.error_message, "", "{encoding:?}");
+    }
 }
 
 #[tokio::test]
