@@ -9,12 +9,14 @@
 //! - `unary.rs`: one unary call through [`crate::upstream::Pool::call`];
 //! - `stream.rs`: `ModelStreamInfer`, one backend per stream;
 //! - `streamed.rs`: large `ModelInfer` calls relayed while they arrive;
-//! - `metadata.rs`: `grpc-timeout` and which metadata crosses the gateway.
+//! - `metadata.rs`: `grpc-timeout` and which metadata crosses the gateway;
+//! - `health.rs`: `grpc.health.v1.Health` on the same listener.
 //!
 //! Clients may compress their messages (gzip, deflate): the gateway
 //! inflates them and relays plain messages ([`ACCEPTED_COMPRESSION`]).
 
 mod auth;
+mod health;
 mod incoming;
 mod metadata;
 mod service;
@@ -103,9 +105,15 @@ pub(crate) async fn serve_capped(
     if let Some(tls) = tls {
         builder = builder.tls_config(tls)?;
     }
-    builder
+    let (health, in_step) = health::service(gateway.clone()).await;
+    let serving = builder
         .add_service(streamed::Streamed::new(service(gateway.clone()), gateway))
         .add_service(v1)
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await
+        .add_service(health)
+        .serve_with_incoming_shutdown(incoming, shutdown);
+    // The health statuses follow the pool as long as the listener serves.
+    tokio::select! {
+        served = serving => served,
+        never = in_step => match never {},
+    }
 }

@@ -15,6 +15,9 @@ use tokio_stream::StreamExt;
 use tonic::codec::CompressionEncoding;
 use tonic::transport::Channel;
 use tonic::{Code, Request};
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 
 use tensorgate::config::Config;
 use tensorgate::front::http::HttpRequest;
@@ -573,6 +576,99 @@ async fn compressed_messages_from_stock_clients_are_accepted() {
             .into_inner();
         let message = responses.next().await.expect("an answer").expect("ok");
         assert_eq!(message.error_message, "", "{encoding:?}");
+    }
+}
+
+/// A `grpc.health.v1` client of the passthrough at `addr`.
+async fn health_client(addr: SocketAddr) -> HealthClient<Channel> {
+    let channel = Channel::from_shared(format!("http://{addr}")).unwrap();
+    HealthClient::new(channel.connect().await.expect("connects"))
+}
+
+/// Reads `stream` until it says `want` (within a bound, so a wrong status
+/// fails the test instead of hanging it).
+async fn watch_until(stream: &mut tonic::Streaming<HealthCheckResponse>, want: ServingStatus) {
+    let wait = async {
+        while let Some(response) = stream.next().await {
+            if response.expect("watch stays open").status == want as i32 {
+                return;
+            }
+        }
+        panic!("the watch ended before {want:?}");
+    };
+    tokio::time::timeout(Duration::from_secs(10), wait)
+        .await
+        .unwrap_or_else(|_| panic!("no {want:?} within 10 s"));
+}
+
+#[tokio::test]
+async fn health_follows_the_backends_overall_and_per_model() {
+    let demo = DemoUpstream::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let (_gateway, addr, _server) = serve(vec![demo.local_addr().to_string()], |c| {
+        c.upstream.model_refresh_ms = 50;
+    })
+    .await;
+    let mut health = health_client(addr).await;
+    let request = |service: &str| HealthCheckRequest {
+        service: service.to_owned(),
+    };
+    let mut server = health.watch(request("")).await.unwrap().into_inner();
+    watch_until(&mut server, ServingStatus::Serving).await;
+    let checker = health.clone();
+    let check = |service: &'static str| {
+        let mut health = checker.clone();
+        async move {
+            let answer = health.check(request(service)).await;
+            answer.map(|r| r.into_inner().status).map_err(|s| s.code())
+        }
+    };
+    let serving = Ok(ServingStatus::Serving as i32);
+    assert_eq!(check("inference.GRPCInferenceService").await, serving);
+    assert_eq!(check("add_sub").await, serving);
+    assert_eq!(check("nope").await, Err(Code::NotFound));
+    // A model no backend has any more: NOT_SERVING, the server still SERVING.
+    let mut model = health.watch(request("add_sub")).await.unwrap().into_inner();
+    demo.set_loaded("add_sub", false);
+    watch_until(&mut model, ServingStatus::NotServing).await;
+    assert_eq!(check("").await, serving);
+    demo.set_loaded("add_sub", true);
+    watch_until(&mut model, ServingStatus::Serving).await;
+    // No backend ready: NOT_SERVING, then SERVING again.
+    demo.set_ready(false);
+    watch_until(&mut server, ServingStatus::NotServing).await;
+    demo.set_ready(true);
+    watch_until(&mut server, ServingStatus::Serving).await;
+}
+
+#[tokio::test]
+async fn health_is_not_serving_without_a_ready_backend_and_keeps_the_access_rules() {
+    let (_gateway, addr, _server) = serve(vec!["127.0.0.1:1".into()], |c| {
+        c.auth.open_groups = Vec::new();
+        c.auth.keys = vec![tensorgate::config::ApiKey {
+            key: "probe".into(),
+            groups: vec!["health".into()],
+        }];
+    })
+    .await;
+    let mut health = health_client(addr).await;
+    let check = |service: &str, key: Option<&str>| {
+        let mut request = tonic::Request::new(HealthCheckRequest {
+            service: service.into(),
+        });
+        if let Some(key) = key {
+            let value = format!("Bearer {key}").parse().unwrap();
+            request.metadata_mut().insert("authorization", value);
+        }
+        request
+    };
+    let refused = health.check(check("", None)).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+    for service in ["", "inference.GRPCInferenceService"] {
+        let answer = health.check(check(service, Some("probe"))).await;
+        let status = answer.unwrap().into_inner().status;
+        assert_eq!(status, ServingStatus::NotServing as i32, "{service:?}");
     }
 }
 

@@ -1,0 +1,128 @@
+//! `grpc.health.v1.Health` on the passthrough's listener, for Kubernetes'
+//! gRPC probes and `grpc-health-probe`: tonic-health's service (`Check` and
+//! `Watch`), its statuses kept in step with the pool after every health
+//! pass ([`keep_in_step`]):
+//!
+//! - `""` (the server as a whole) and `inference.GRPCInferenceService`:
+//!   `SERVING` while at least one backend is ready (as `ServerReady`),
+//!   `NOT_SERVING` otherwise, from the start until the first pass;
+//! - each model a backend has reported ready, by name: `SERVING` while a
+//!   ready backend has it, `NOT_SERVING` once none has (the name stays, so
+//!   a `Watch` sees it go). A model never reported (or on a server without
+//!   a repository index, such as KServe) is unknown: `Check` answers
+//!   `NOT_FOUND`.
+//!
+//! A status is set only when it changes, so `Watch` streams send changes,
+//! not every pass. Calls pass the gateway's access rules for the `health`
+//! group (open to all by default).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use tonic::server::NamedService;
+use tonic::service::interceptor::InterceptedService;
+use tonic::service::Interceptor;
+use tonic::{Request, Status};
+use tonic_health::pb::health_server::{Health, HealthServer};
+use tonic_health::server::{health_reporter, HealthReporter};
+use tonic_health::ServingStatus;
+
+use super::auth::admit_grpc;
+use crate::app::Gateway;
+use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
+use crate::upstream::{Models, Pool};
+
+use super::service::Passthrough;
+
+/// The service names that mean the whole server.
+const SERVER_NAMES: [&str; 2] = [
+    "",
+    <GrpcInferenceServiceServer<Passthrough> as NamedService>::NAME,
+];
+
+/// The health service (behind the access rules), the server `NOT_SERVING`
+/// until the first pass says otherwise, and the task that keeps its
+/// statuses in step with the pool; the task runs as long as the listener
+/// does.
+pub(super) async fn service(
+    gateway: Arc<Gateway>,
+) -> (
+    InterceptedService<HealthServer<impl Health>, impl Interceptor + Clone>,
+    impl std::future::Future<Output = Infallible>,
+) {
+    let (reporter, server) = health_reporter();
+    let mut set = BTreeMap::new();
+    for name in SERVER_NAMES {
+        update(&reporter, &mut set, name, false).await;
+    }
+    let admitting = gateway.clone();
+    // The permit is not held: a `Watch` lasts as long as its client likes,
+    // and must not count toward the concurrency limits all that time.
+    let admit = move |request: Request<()>| -> Result<Request<()>, Status> {
+        admit_grpc(&admitting, &request, "health")?;
+        Ok(request)
+    };
+    let in_step = keep_in_step(gateway, reporter, set);
+    (InterceptedService::new(server, admit), in_step)
+}
+
+/// Sets the statuses after every pass of the pool's health checks.
+/// `set`: the statuses set so far.
+async fn keep_in_step(
+    gateway: Arc<Gateway>,
+    reporter: HealthReporter,
+    mut set: BTreeMap<String, bool>,
+) -> Infallible {
+    let pool = gateway.pool();
+    pool.started().await;
+    loop {
+        let pass = pool.passes();
+        let serving = serving_models(pool);
+        let known: BTreeSet<String> = set
+            .keys()
+            .filter(|name| !SERVER_NAMES.contains(&name.as_str()))
+            .cloned()
+            .chain(serving.iter().cloned())
+            .collect();
+        // The models first: once the server reads SERVING, they are set.
+        for name in known {
+            let up = serving.contains(&name);
+            update(&reporter, &mut set, &name, up).await;
+        }
+        for name in SERVER_NAMES {
+            update(&reporter, &mut set, name, pool.any_usable()).await;
+        }
+        pool.passes_reach(pass + 1).await;
+    }
+}
+
+/// The models some usable backend has reported ready.
+fn serving_models(pool: &Pool) -> BTreeSet<String> {
+    let mut serving = BTreeSet::new();
+    for backend in pool.backends().iter().filter(|b| b.usable()) {
+        if let Models::Ready(names) = &*backend.models() {
+            serving.extend(names.iter().cloned());
+        }
+    }
+    serving
+}
+
+/// Sets `name`'s status when it is new or changed (`set`: what is set).
+async fn update(
+    reporter: &HealthReporter,
+    set: &mut BTreeMap<String, bool>,
+    name: &str,
+    serving: bool,
+) {
+    if set.get(name) == Some(&serving) {
+        return;
+    }
+    set.insert(name.to_string(), serving);
+    let status = if serving {
+        ServingStatus::Serving
+    } else {
+        ServingStatus::NotServing
+    };
+    reporter.set_service_status(name, status).await;
+}
