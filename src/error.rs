@@ -446,6 +446,12 @@ mod tests {
             ),
             (Kind::ClientOther(tonic::Code::Cancelled), 400, V1::Unknown),
             (Kind::MethodNotAllowed, 405, V1::Unsupported),
+            (Kind::MissingRpc, 400, V1::Unsupported),
+            (
+                Kind::MessageTooLarge(tonic::Code::ResourceExhausted),
+                400,
+                V1::InvalidArg,
+            ),
         ];
         for (kind, http, code) in cases {
             assert_eq!(kind.v1_status(), (http, code), "{kind:?}");
