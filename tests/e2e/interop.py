@@ -73,15 +73,16 @@ def two_free_ports():
     return first, second
 
 
-def launch_server(tmpdir, name, attempt=0):
-    """Starts server `name` on free ports in a session of its own; returns
-    {"proc", "http", "grpc", "log"} at once (see start_server)."""
+def launch_server(tmpdir, name, log_name):
+    """Starts server `name` on free ports in a session of its own, its output
+    in <tmpdir>/<log_name>.log; returns {"proc", "http", "grpc", "log"} at
+    once (see start_server)."""
     http_port, grpc_port = two_free_ports()
     argv, extra_env, cwd = server_command(name, http_port, grpc_port)
     if not os.path.exists(argv[0]):
         pytest.fail("%s is not installed (%s missing): run scripts/setup-python-env"
                     % (name, argv[0]))
-    log_path = os.path.join(tmpdir, "%s-%d.log" % (name, attempt))
+    log_path = os.path.join(tmpdir, log_name + ".log")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd,
                                 env=dict(os.environ, **extra_env), stdin=subprocess.DEVNULL,
@@ -100,12 +101,13 @@ def grpc_ready(address):
         client.close()
 
 
-def start_server(tmpdir, name):
+def start_server(tmpdir, name, label=None):
     """Launches server `name` and waits until both its fronts are ready. A
     start that failed because one of its ports was taken meanwhile is
-    retried on new ports; RuntimeError on any other failure."""
+    retried on new ports; RuntimeError on any other failure. The output of
+    attempt N is in <tmpdir>/<label or name>-N.log."""
     for attempt in range(PORT_ATTEMPTS):
-        server = launch_server(tmpdir, name, attempt)
+        server = launch_server(tmpdir, name, "%s-%d" % (label or name, attempt))
         try:
             c.wait_until(lambda: c.http_status(server["http"] + "/v2/health/ready") == 200
                          and grpc_ready(server["grpc"]),
