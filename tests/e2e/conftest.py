@@ -1,9 +1,10 @@
 """Session fixtures for the end-to-end tests: a real Triton 2.51 server (from the
 nvidia-pytriton wheel) on loopback, and the tensorgate gateway in front of
-Triton's gRPC port. The gateway binds port 0 and names its ports in its
-`tensorgate listening` log line; Triton cannot (it prints port 0 back and
-refuses equal HTTP and gRPC ports), so its ports are picked free just before
-its start, and a start that finds one taken meanwhile is retried on new ones.
+Triton's gRPC port (the interop tests' MLServer and KServe: interop.py).
+The gateway binds port 0 and names its ports in its `tensorgate listening`
+log line; Triton cannot (it prints port 0 back and refuses equal HTTP and
+gRPC ports), so its ports are picked free just before its start, and a start
+that finds one taken meanwhile is retried on new ones.
 
 Environment:
   TENSORGATE_BIN            gateway binary (default <repo>/target/debug/tensorgate)
@@ -25,6 +26,9 @@ import urllib.error
 import urllib.request
 
 import pytest
+
+# The interop suite's MLServer and KServe upstreams and their fixture.
+pytest_plugins = ("interop",)
 
 E2E_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(E2E_DIR))
