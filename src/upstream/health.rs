@@ -97,7 +97,7 @@ impl ReadyCheck {
             // ready. Model-aware routing covers that; only a server whose
             // models are all ready and still says "not ready" is unhealthy.
             false => match fetch_index(backend, timeout).await {
-                Ok(index) if index.iter().any(|m| m.state != "READY") => {
+                Ok(index) if index.iter().any(|m| !is_ready(&m.state)) => {
                     backend.set_models(ready_models(index));
                     Ok(())
                 }
@@ -143,10 +143,17 @@ async fn fetch_index(
     }
 }
 
+/// A repository index state that means ready: the protocol's `READY`, and
+/// `State.READY`, which MLServer 1.7.1 writes (its Python enum's name;
+/// docs/interop.md I21).
+fn is_ready(state: &str) -> bool {
+    state.strip_prefix("State.").unwrap_or(state) == "READY"
+}
+
 fn ready_models(index: Vec<pb::repository_index_response::ModelIndex>) -> Models {
     let names: HashSet<String> = index
         .into_iter()
-        .filter(|m| m.state == "READY")
+        .filter(|m| is_ready(&m.state))
         .map(|m| m.name)
         .collect();
     Models::Ready(names)
@@ -164,6 +171,27 @@ pub(crate) async fn refresh_models(backend: &Backend, timeout: Duration) {
         }
         Err(s) => {
             tracing::debug!(backend = %backend.addr, error = %s.message(), "model refresh failed")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_ready;
+
+    #[test]
+    fn ready_is_the_protocols_word_or_mlservers_enum_name() {
+        assert!(is_ready("READY"));
+        assert!(is_ready("State.READY"));
+        for state in [
+            "UNAVAILABLE",
+            "State.UNAVAILABLE",
+            "",
+            "ready",
+            "LOADING",
+            "X.READY",
+        ] {
+            assert!(!is_ready(state), "{state}");
         }
     }
 }
