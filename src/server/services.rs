@@ -47,23 +47,21 @@ impl BackgroundService for DrainService {
 /// invalid file is refused with an error in the log, and the running
 /// configuration stays.
 pub(super) struct ReloadService {
-    pub gateway: Arc<crate::Gateway>,
+    pub(super) gateway: Arc<crate::Gateway>,
+    /// SIGHUPs caught so far (`signals`).
+    pub(super) hangups: tokio::sync::watch::Receiver<u64>,
 }
 
 #[async_trait]
 impl BackgroundService for ReloadService {
     async fn start(&self, mut shutdown: ShutdownWatch) {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut hangups = match signal(SignalKind::hangup()) {
-            Ok(hangups) => hangups,
-            Err(error) => {
-                tracing::error!(%error, "cannot listen for SIGHUP; reload disabled");
-                return;
-            }
-        };
+        let mut hangups = self.hangups.clone();
         loop {
             tokio::select! {
-                _ = hangups.recv() => self.reload(),
+                hangup = hangups.changed() => match hangup {
+                    Ok(()) => self.reload(),
+                    Err(_) => return,
+                },
                 _ = shutdown.wait_for(|stop| *stop) => return,
             }
         }
