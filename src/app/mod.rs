@@ -9,11 +9,15 @@ mod connections;
 pub(crate) mod fanout;
 pub(crate) mod guard;
 mod inflight;
+pub(crate) mod linger;
 pub(crate) mod metadata;
 mod models;
 pub(crate) mod v1;
 
-pub(crate) use connections::{accepted_or_backoff, OpenConnections, Slot, DRAIN_IDLE, H2_PREFACE};
+pub(crate) use connections::{
+    accepted_or_backoff, refusal_budget, Admission, OpenConnections, Refusal, Slot, DRAIN_IDLE,
+    H2_PREFACE,
+};
 pub(crate) use inflight::{Inflight, InflightGuard};
 
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! every step a client could stall (`[connections]`):
 //!
 //! 1. the connection takes a slot under `max_connections`, or is answered
-//!    `503` + `Connection: close` at once ([`OpenConnections`]);
+//!    `503` + `Connection: close` (`server::listen`);
 //! 2. its first bytes (or TLS handshake) must arrive within
 //!    `handshake_timeout_ms`; they tell an h2c preface from HTTP/1;
 //! 3. HTTP/1: each request head must be complete within
@@ -14,7 +14,9 @@
 //!    (GOAWAY on drain, closed when idle); each stream is one request.
 //!
 //! A head that cannot be parsed, is too large or comes too slowly gets its
-//! `{"error":...}` answer from the one error table before the close.
+//! `{"error":...}` answer from the one error table. Every close the
+//! gateway decides is a lingering close (`app::linger`), so the client
+//! reads the answer even while it is still writing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +29,7 @@ use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
 use tokio::io::AsyncReadExt;
 
+use crate::app::linger::close_lingering;
 use crate::app::{DRAIN_IDLE, H2_PREFACE};
 use crate::error::{Error, Kind};
 use crate::front::http::HttpResponse;
@@ -62,9 +65,10 @@ pub(crate) async fn sniff<S: tokio::io::AsyncRead + Unpin>(
 }
 
 /// Serves HTTP/1 requests on one connection until it closes, a deadline
-/// passes, or the gateway drains. `first` holds bytes already read from
+/// passes, or the drain ends it. `first` holds bytes already read from
 /// the stream (by [`sniff`]); empty for TLS, whose first request then gets
-/// `handshake_timeout_ms` for its first byte.
+/// `handshake_timeout_ms` for its first byte. Every close the gateway
+/// decides is a lingering close ([`close_lingering`]).
 pub(crate) async fn serve_http1(
     service: &GatewayService,
     stream: Stream,
@@ -75,8 +79,12 @@ pub(crate) async fn serve_http1(
     let mut wait = timeouts.handshake_timeout();
     let mut stream = WriteBuffered::wrap(stream);
     loop {
-        if first.is_empty() && !next_bytes(&mut stream, &mut first, wait, shutdown).await {
-            return;
+        if first.is_empty() {
+            match next_bytes(&mut stream, &mut first, wait, shutdown).await {
+                Next::Request => {}
+                Next::Gone => return,
+                Next::Idle => return close(service, stream).await,
+            }
         }
         let inflight = service.gateway.inflight().enter();
         let mut session = ServerSession::new_http1(stream);
@@ -100,16 +108,54 @@ pub(crate) async fn serve_http1(
         }
         service.serve(&mut session, shutdown).await;
         drop(inflight);
-        match session.finish().await {
-            Ok(Some(reusable)) => {
-                let (next, over) = reusable.into_parts();
+        match finish(session).await {
+            After::Reuse(next, over) => {
                 stream = next;
-                first = over.unwrap_or_default();
+                first = over;
             }
-            _ => return,
+            After::Close(stream) => return close(service, stream).await,
+            After::Gone => return,
         }
         wait = timeouts.keepalive_timeout();
     }
+}
+
+/// How a connection goes on after an answer.
+enum After {
+    /// Kept alive: the stream, and bytes of the next request already read.
+    Reuse(Stream, BytesMut),
+    /// To be closed (`Connection: close`, a refusal, the drain).
+    Close(Stream),
+    /// Broken or closed already.
+    Gone,
+}
+
+/// Ends the answer's message, then hands the stream back to be reused or
+/// closed: pingora's own `finish` would close a connection that is not
+/// kept alive without lingering.
+async fn finish(session: ServerSession) -> After {
+    let ServerSession::H1(mut h1) = session else {
+        return After::Gone;
+    };
+    if h1.finish_body().await.is_err() {
+        return After::Gone;
+    }
+    if !h1.will_keepalive() {
+        return After::Close(h1.into_inner());
+    }
+    match h1.reuse().await {
+        Ok(Some(reusable)) => {
+            let (stream, over) = reusable.into_parts();
+            After::Reuse(stream, over.unwrap_or_default())
+        }
+        _ => After::Gone,
+    }
+}
+
+/// Closes the connection lingering.
+async fn close(service: &GatewayService, stream: Stream) {
+    let linger = service.gateway.config().connections.linger();
+    close_lingering(stream, linger).await;
 }
 
 /// How much the first read of a request may take: pingora's own first
@@ -118,15 +164,24 @@ pub(crate) async fn serve_http1(
 /// reads for a 600-byte request).
 const FIRST_READ: usize = 4096;
 
-/// Waits up to `wait` for the next request's first bytes (at most
-/// [`DRAIN_IDLE`] once the gateway drains). `false`: the connection is to
-/// be closed (timed out, closed by the client, or broken).
+/// What waiting for a request's first bytes ended with.
+enum Next {
+    /// Bytes arrived.
+    Request,
+    /// The client closed the connection or broke it.
+    Gone,
+    /// Nothing came within the deadline (at most [`DRAIN_IDLE`] once the
+    /// gateway drains).
+    Idle,
+}
+
+/// Waits up to `wait` for the next request's first bytes.
 async fn next_bytes(
     stream: &mut Stream,
     into: &mut BytesMut,
     wait: Duration,
     shutdown: &ShutdownWatch,
-) -> bool {
+) -> Next {
     into.reserve(FIRST_READ);
     let mut shutdown = shutdown.clone();
     let wait = if *shutdown.borrow() {
@@ -138,13 +193,20 @@ async fn next_bytes(
             _ = shutdown.wait_for(|stop| *stop) => None,
         };
         if let Some(read) = read {
-            return matches!(read, Ok(Ok(n)) if n > 0);
+            return got(read);
         }
         // Draining began while the connection was idle.
         DRAIN_IDLE
     };
-    let read = tokio::time::timeout(wait, stream.read_buf(into)).await;
-    matches!(read, Ok(Ok(n)) if n > 0)
+    got(tokio::time::timeout(wait, stream.read_buf(into)).await)
+}
+
+fn got(read: Result<std::io::Result<usize>, tokio::time::error::Elapsed>) -> Next {
+    match read {
+        Ok(Ok(n)) if n > 0 => Next::Request,
+        Ok(_) => Next::Gone,
+        Err(_) => Next::Idle,
+    }
 }
 
 /// pingora's keep-alive setting `0`: the connection may be reused, and
@@ -158,23 +220,26 @@ const KEEPALIVE_UNTIMED: u64 = 0;
 /// Answers a request head that could not be read (when there is still a
 /// client to answer), then closes the connection.
 async fn refuse_head(service: &GatewayService, mut session: ServerSession, error: Option<Error>) {
-    if let Some(error) = error {
-        let reason = if error.kind == Kind::RequestTimeout {
-            "slow"
-        } else {
-            "malformed"
-        };
-        service
-            .gateway
-            .metrics()
-            .rejected
-            .with_label_values(&[reason])
-            .inc();
-        let _ = service
-            .write(&mut session, HttpResponse::error(&error), true)
-            .await;
+    let Some(error) = error else {
+        return; // the client closed or broke the connection
+    };
+    let reason = if error.kind == Kind::RequestTimeout {
+        "slow"
+    } else {
+        "malformed"
+    };
+    service
+        .gateway
+        .metrics()
+        .rejected
+        .with_label_values(&[reason])
+        .inc();
+    let _ = service
+        .write(&mut session, HttpResponse::error(&error), true)
+        .await;
+    if let After::Close(stream) = finish(session).await {
+        close(service, stream).await;
     }
-    session.shutdown().await;
 }
 
 /// The answer to a request head pingora's parser refused; `None` when the

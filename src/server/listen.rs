@@ -6,9 +6,11 @@
 //! under the connection cap (`connections.max_connections`, lowered to what
 //! the file limit allows), or is refused at once.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use pingora_core::apps::http_app::HttpServer;
@@ -21,7 +23,8 @@ use pingora_core::services::background::BackgroundService;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::app::{accepted_or_backoff, Gateway, OpenConnections, Slot};
+use crate::app::linger::close_lingering;
+use crate::app::{accepted_or_backoff, Admission, Gateway, OpenConnections, Refusal, Slot};
 use crate::error::{Error, Kind};
 use crate::front::admin::AdminApp;
 use crate::front::conn::{self, H2App, Protocol};
@@ -211,21 +214,30 @@ struct Clients {
     shutdown: ShutdownWatch,
 }
 
+/// Accepts clients on `listener`: each is admitted under the cap and
+/// served, or refused with a `503` it can read.
 fn spawn_accept(
     clients: &Arc<Clients>,
     listener: std::net::TcpListener,
     tls: Option<Arc<Acceptor>>,
 ) {
-    let open = clients.clone();
+    let accepting = clients.clone();
     accept_loop("client", listener, clients.shutdown.clone(), move |tcp| {
-        let Some(slot) = open.open.try_open() else {
-            let metrics = open.service.gateway.metrics();
-            metrics.rejected.with_label_values(&["connections"]).inc();
-            tokio::spawn(refuse_over_cap(tcp, open.open.cap()));
-            return;
-        };
-        let (clients, tls) = (open.clone(), tls.clone());
-        tokio::spawn(async move { clients.serve(tcp, slot, tls).await });
+        let (clients, tls) = (accepting.clone(), tls.clone());
+        async move {
+            match clients.open.admit().await {
+                Admission::Serve(slot) => {
+                    tokio::spawn(async move { clients.serve(tcp, slot, tls).await });
+                }
+                Admission::Refuse(refusal) => {
+                    let metrics = clients.service.gateway.metrics();
+                    metrics.rejected.with_label_values(&["connections"]).inc();
+                    let linger = clients.service.gateway.config().connections.linger();
+                    let cap = clients.open.cap();
+                    tokio::spawn(refuse_over_cap(tcp, cap, linger, refusal));
+                }
+            }
+        }
     });
 }
 
@@ -254,13 +266,17 @@ fn spawn_grpc(
     });
 }
 
-/// Accepts on `listener` until shutdown, handing each socket to `on_accept`.
-fn accept_loop(
+/// Accepts on `listener` until shutdown, handing each socket to
+/// `on_accept` (the next accept waits for it).
+fn accept_loop<F, Fut>(
     what: &'static str,
     listener: std::net::TcpListener,
     mut shutdown: ShutdownWatch,
-    on_accept: impl Fn(TcpStream) + Send + 'static,
-) {
+    on_accept: F,
+) where
+    F: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
     let listener = match TcpListener::from_std(listener) {
         Ok(listener) => listener,
         Err(error) => {
@@ -275,7 +291,7 @@ fn accept_loop(
                 _ = shutdown.wait_for(|stop| *stop) => return,
             };
             if let Some(tcp) = accepted_or_backoff(accepted).await {
-                on_accept(tcp);
+                on_accept(tcp).await;
             }
         }
     });
@@ -320,21 +336,24 @@ impl Clients {
     }
 }
 
-/// Over the cap: a `503` with `Connection: close`, written without
-/// waiting on the client, then the socket closes.
-async fn refuse_over_cap(mut tcp: TcpStream, cap: usize) {
+/// Over the cap: a `503` with `Connection: close`, written at once
+/// (before the request: a client reads it after writing its request),
+/// then a lingering close, which lets the client write its request
+/// without a reset. The refusal holds a place in the refusal budget until
+/// the connection is closed, or a newer refusal needs the place.
+async fn refuse_over_cap(mut tcp: TcpStream, cap: usize, linger: Duration, refusal: Refusal) {
     let error = Error::new(
         Kind::Overloaded,
         format!("too many open connections (connections.max_connections is {cap}); retry shortly or use another replica"),
     );
     let answer = raw_http1(&HttpResponse::error(&error));
     let write = tokio::time::timeout(REFUSAL_WRITE_TIME, tcp.write_all(&answer));
-    let _ = write.await;
-    // Read what already arrived so closing does not reset the connection
-    // before the client has read the answer; never wait for more.
-    let mut sink = [0u8; 4096];
-    while matches!(tcp.try_read(&mut sink), Ok(n) if n > 0) {}
-    let _ = tcp.shutdown().await;
+    if write.await.is_ok() {
+        tokio::select! {
+            _ = close_lingering(tcp, linger) => {}
+            _ = refusal.preempted() => {}
+        }
+    }
 }
 
 /// A refusal is a few hundred bytes: a client that cannot take them this
@@ -379,5 +398,6 @@ fn spawn_admin(
             l4.set_socket_digest(SocketDigest::from_raw_fd(fd));
             let _ = app.process_new(Box::new(l4), &shutdown).await;
         });
+        std::future::ready(())
     });
 }

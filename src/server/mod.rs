@@ -38,7 +38,8 @@ pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    let open = OpenConnections::new(cap);
+    let refusals = crate::app::refusal_budget(config.connections.fd_reserve);
+    let open = OpenConnections::new(cap, refusals);
     let drain = DrainService {
         inflight: gateway.inflight().clone(),
         open: open.clone(),

@@ -14,18 +14,18 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A gateway process with its config, admin and gRPC ports.
-struct Gw {
-    process: GatewayProcess,
-    http: SocketAddr,
-    admin: SocketAddr,
-    grpc: SocketAddr,
+pub(super) struct Gw {
+    pub(super) process: GatewayProcess,
+    pub(super) http: SocketAddr,
+    pub(super) admin: SocketAddr,
+    pub(super) grpc: SocketAddr,
     config: std::path::PathBuf,
 }
 
 impl Gw {
     /// `tensorgate demo` with `toml` as its config file, run through
     /// `prefix` (e.g. `prlimit`) if given; every listener on port 0.
-    fn start(toml: &str, prefix: &[&str]) -> Gw {
+    pub(super) fn start(toml: &str, prefix: &[&str]) -> Gw {
         static CONFIGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = CONFIGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let config =
@@ -51,7 +51,7 @@ impl Gw {
         }
     }
 
-    fn connect(&self) -> TcpStream {
+    pub(super) fn connect(&self) -> TcpStream {
         let stream = TcpStream::connect(self.http).expect("connect");
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
@@ -396,11 +396,17 @@ fn the_connection_cap_refuses_at_once_and_admin_still_answers() {
         .write_all(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
         .unwrap();
     assert!(read_answer(&mut admin).0.starts_with("HTTP/1.1 200"));
-    // Over the cap, gRPC connections are closed at once.
+    // Over the cap, a gRPC client is told no stream was processed: the
+    // server's SETTINGS, then GOAWAY with last stream 0, REFUSED_STREAM.
     let mut grpc = TcpStream::connect(gw.grpc).unwrap();
     grpc.set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    assert_eq!(read_to_close(&mut grpc), b"");
+    let goaway = [
+        [0, 0, 0, 4, 0, 0, 0, 0, 0].as_slice(),
+        &[0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7],
+    ]
+    .concat();
+    assert_eq!(read_to_close(&mut grpc), goaway);
     // A freed slot serves the next client.
     drop(held);
     let served = (0..2000).any(|_| probe(&gw).0.starts_with("HTTP/1.1 200"));

@@ -40,7 +40,8 @@ fn read_answer(stream: &mut TcpStream) -> Answer {
     Answer { head, body }
 }
 
-fn post(path: &str, headers: &str, body: &[u8]) -> Vec<u8> {
+/// A request with a `Content-Length` body, as bytes.
+pub(super) fn post(path: &str, headers: &str, body: &[u8]) -> Vec<u8> {
     let mut req = format!(
         "POST {path} HTTP/1.1\r\nHost: t\r\n{headers}Content-Length: {}\r\n\r\n",
         body.len()
