@@ -1,14 +1,13 @@
 //! Client connections, counted for every listener (HTTP, HTTPS, gRPC)
 //! against one cap, and the facts every front's connection handling
 //! shares: the h2 preface, admission under the cap (a slot, or a refusal
-//! within a budget of file descriptors), the drain's idle window, accept
-//! back-off.
+//! within a budget of file descriptors), the drain's closing signal,
+//! accept back-off.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -30,6 +29,9 @@ pub(crate) struct OpenConnections {
     freed: Notify,
     /// Woken when the last connection or refusal ends (the drain waits).
     none_open: Notify,
+    /// Cancelled when the drain's grace period is nearly over: idle
+    /// connections close then.
+    closing: CancellationToken,
 }
 
 /// The refusals under way, oldest first, each with the token that ends
@@ -80,6 +82,7 @@ impl OpenConnections {
             refusal_budget: refusals,
             freed: Notify::new(),
             none_open: Notify::new(),
+            closing: CancellationToken::new(),
         })
     }
 
@@ -151,6 +154,16 @@ impl OpenConnections {
         }
     }
 
+    /// The drain's last phase has begun: idle connections close now.
+    pub(crate) fn close_idle(&self) {
+        self.closing.cancel();
+    }
+
+    /// Resolves once the drain's last phase has begun.
+    pub(crate) async fn closing(&self) {
+        self.closing.cancelled().await
+    }
+
     fn freed(&self, was_at_limit: bool) {
         if was_at_limit {
             self.freed.notify_waiters();
@@ -187,12 +200,6 @@ impl Drop for Refusal {
         self.open.freed(was_full);
     }
 }
-
-/// How long a kept-alive connection may still send its next request once
-/// the gateway drains: a client busy on the connection sends it within
-/// moments (it is then answered, with `Connection: close`), so closing at
-/// once would reset requests already on their way.
-pub(crate) const DRAIN_IDLE: Duration = Duration::from_secs(1);
 
 /// The accepted socket, or `None` after an accept error. Out of file
 /// descriptors (which the cap and the reserve should prevent), backs off

@@ -9,7 +9,8 @@
 //!    `header_timeout_ms` of its first byte (a total, not reset by every
 //!    byte), and an idle keep-alive connection is closed after
 //!    `keepalive_timeout_ms`. Once draining, answers say
-//!    `Connection: close` and idle connections are closed;
+//!    `Connection: close`; an idle connection may still send one request
+//!    (answered so) until the drain's last phase closes it;
 //! 4. h2 (h2c or TLS ALPN): pingora's h2 server drives the connection
 //!    (GOAWAY on drain, closed when idle); each stream is one request.
 //!
@@ -30,7 +31,7 @@ use pingora_core::server::ShutdownWatch;
 use tokio::io::AsyncReadExt;
 
 use crate::app::linger::close_lingering;
-use crate::app::{DRAIN_IDLE, H2_PREFACE};
+use crate::app::{OpenConnections, H2_PREFACE};
 use crate::error::{Error, Kind};
 use crate::front::http::HttpResponse;
 use crate::front::session::GatewayService;
@@ -74,16 +75,18 @@ pub(crate) async fn serve_http1(
     stream: Stream,
     mut first: BytesMut,
     shutdown: &ShutdownWatch,
+    open: &OpenConnections,
 ) {
     let timeouts = &service.gateway.config().connections;
     let mut wait = timeouts.handshake_timeout();
     let mut stream = WriteBuffered::wrap(stream);
     loop {
         if first.is_empty() {
-            match next_bytes(&mut stream, &mut first, wait, shutdown).await {
+            match next_bytes(&mut stream, &mut first, wait, open).await {
                 Next::Request => {}
                 Next::Gone => return,
-                Next::Idle => return close(service, stream).await,
+                Next::Idle => return close(service, stream, false).await,
+                Next::Closing => return close(service, stream, true).await,
             }
         }
         let inflight = service.gateway.inflight().enter();
@@ -113,7 +116,7 @@ pub(crate) async fn serve_http1(
                 stream = next;
                 first = over;
             }
-            After::Close(stream) => return close(service, stream).await,
+            After::Close(stream) => return close(service, stream, false).await,
             After::Gone => return,
         }
         wait = timeouts.keepalive_timeout();
@@ -152,10 +155,19 @@ async fn finish(session: ServerSession) -> After {
     }
 }
 
-/// Closes the connection lingering.
-async fn close(service: &GatewayService, stream: Stream) {
+/// Closes the connection lingering; `drained`: closed by the drain's last
+/// phase, so bytes that arrived meanwhile were a request cut by it.
+async fn close(service: &GatewayService, stream: Stream, drained: bool) {
     let linger = service.gateway.config().connections.linger();
-    close_lingering(stream, linger).await;
+    let dropped = close_lingering(stream, linger).await;
+    if drained && dropped > 0 {
+        let metrics = service.gateway.metrics();
+        metrics.drain_cut.inc();
+        tracing::warn!(
+            bytes = dropped,
+            "grace period over: a request arriving on an idle connection was cut"
+        );
+    }
 }
 
 /// How much the first read of a request may take: pingora's own first
@@ -170,9 +182,11 @@ enum Next {
     Request,
     /// The client closed the connection or broke it.
     Gone,
-    /// Nothing came within the deadline (at most [`DRAIN_IDLE`] once the
-    /// gateway drains).
+    /// Nothing came within the deadline.
     Idle,
+    /// The drain's last phase began (until then, an idle connection may
+    /// still send a request: it is answered with `Connection: close`).
+    Closing,
 }
 
 /// Waits up to `wait` for the next request's first bytes.
@@ -180,32 +194,17 @@ async fn next_bytes(
     stream: &mut Stream,
     into: &mut BytesMut,
     wait: Duration,
-    shutdown: &ShutdownWatch,
+    open: &OpenConnections,
 ) -> Next {
     into.reserve(FIRST_READ);
-    let mut shutdown = shutdown.clone();
-    let wait = if *shutdown.borrow() {
-        wait.min(DRAIN_IDLE)
-    } else {
-        let read = tokio::select! {
-            biased;
-            read = tokio::time::timeout(wait, stream.read_buf(into)) => Some(read),
-            _ = shutdown.wait_for(|stop| *stop) => None,
-        };
-        if let Some(read) = read {
-            return got(read);
-        }
-        // Draining began while the connection was idle.
-        DRAIN_IDLE
-    };
-    got(tokio::time::timeout(wait, stream.read_buf(into)).await)
-}
-
-fn got(read: Result<std::io::Result<usize>, tokio::time::error::Elapsed>) -> Next {
-    match read {
-        Ok(Ok(n)) if n > 0 => Next::Request,
-        Ok(_) => Next::Gone,
-        Err(_) => Next::Idle,
+    tokio::select! {
+        biased;
+        read = tokio::time::timeout(wait, stream.read_buf(into)) => match read {
+            Ok(Ok(n)) if n > 0 => Next::Request,
+            Ok(_) => Next::Gone,
+            Err(_) => Next::Idle,
+        },
+        _ = open.closing() => Next::Closing,
     }
 }
 
@@ -238,7 +237,7 @@ async fn refuse_head(service: &GatewayService, mut session: ServerSession, error
         .write(&mut session, HttpResponse::error(&error), true)
         .await;
     if let After::Close(stream) = finish(session).await {
-        close(service, stream).await;
+        close(service, stream, false).await;
     }
 }
 
@@ -284,8 +283,14 @@ impl H2App {
     }
 
     /// Serves an h2 connection (its preface already put back) to the end.
+    /// pingora sends GOAWAY when `shutdown` changes; a connection that
+    /// starts once the drain has begun gets it at once.
     pub(crate) async fn serve(self: &Arc<Self>, stream: Stream, shutdown: &ShutdownWatch) {
-        let _ = ServerApp::process_new(self, stream, shutdown).await;
+        let mut shutdown = shutdown.clone();
+        if *shutdown.borrow_and_update() {
+            shutdown.mark_changed();
+        }
+        let _ = ServerApp::process_new(self, stream, &shutdown).await;
     }
 }
 

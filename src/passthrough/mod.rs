@@ -79,12 +79,17 @@ pub(crate) async fn serve_capped(
     let config = gateway.config();
     let limits = &config.connections;
     let tls = server_tls(config);
+    let stop_accepting = tokio_util::sync::CancellationToken::new();
     let edge = incoming::Limits {
         handshake: limits.handshake_timeout(),
         linger: limits.linger(),
         tls: tls.is_some(),
     };
-    let incoming = incoming::incoming(listener, open, edge);
+    let incoming = incoming::incoming(listener, open, edge, stop_accepting.clone());
+    let shutdown = async move {
+        shutdown.await;
+        stop_accepting.cancel();
+    };
     // The legacy v1 gRPC service shares the listener (its own package name).
     let v1 = v1::V1GrpcService::new(gateway.clone()).server();
     let ping = limits.h2_ping_interval();

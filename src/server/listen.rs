@@ -34,10 +34,39 @@ use crate::front::tls::ReloadingCert;
 
 /// Every listening socket of the process, bound and not yet serving.
 pub(crate) struct Bound {
+    clients: ClientListeners,
+    admin: Option<std::net::TcpListener>,
+}
+
+/// The listeners clients connect to (HTTP, HTTPS, gRPC): one set per
+/// serving thread, each a handle on the same sockets.
+struct ClientListeners {
     http: std::net::TcpListener,
     https: Option<(std::net::TcpListener, Arc<Acceptor>)>,
     grpc: Option<std::net::TcpListener>,
-    admin: Option<std::net::TcpListener>,
+}
+
+impl ClientListeners {
+    /// `threads` sets: copies of the handles, then these very ones.
+    fn per_thread(self, threads: usize) -> std::io::Result<Vec<ClientListeners>> {
+        let mut sets = (1..threads)
+            .map(|_| self.try_clone())
+            .collect::<std::io::Result<Vec<_>>>()?;
+        sets.push(self);
+        Ok(sets)
+    }
+
+    fn try_clone(&self) -> std::io::Result<ClientListeners> {
+        Ok(ClientListeners {
+            http: self.http.try_clone()?,
+            https: self
+                .https
+                .as_ref()
+                .map(|(l, acceptor)| l.try_clone().map(|l| (l, acceptor.clone())))
+                .transpose()?,
+            grpc: self.grpc.as_ref().map(|l| l.try_clone()).transpose()?,
+        })
+    }
 }
 
 impl Bound {
@@ -80,9 +109,7 @@ impl Bound {
             .map(|l| bind("admin.listen", l))
             .transpose()?;
         Ok(Bound {
-            http,
-            https,
-            grpc,
+            clients: ClientListeners { http, https, grpc },
             admin,
         })
     }
@@ -91,11 +118,12 @@ impl Bound {
     pub(crate) fn describe(&self) -> String {
         let addr =
             |l: &std::net::TcpListener| l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        let mut parts = vec![format!("http={}", addr(&self.http))];
-        if let Some((l, _)) = &self.https {
+        let clients = &self.clients;
+        let mut parts = vec![format!("http={}", addr(&clients.http))];
+        if let Some((l, _)) = &clients.https {
             parts.push(format!("https={}", addr(l)));
         }
-        if let Some(l) = &self.grpc {
+        if let Some(l) = &clients.grpc {
             parts.push(format!("grpc={}", addr(l)));
         }
         if let Some(l) = &self.admin {
@@ -168,27 +196,29 @@ impl BackgroundService for Edge {
         let clients = Arc::new(clients);
         let threads = self.gateway.config().server.threads;
         let (gateway, open) = (self.gateway.clone(), self.open.clone());
-        let (http, https, grpc) = (bound.http, bound.https, bound.grpc);
+        // Each serving thread owns its handles on the client listeners
+        // (the last thread takes the originals): when every thread's
+        // accept loops stop at SIGTERM, no handle is left, the sockets
+        // close and new connections are refused by the kernel.
+        let own = match ClientListeners::per_thread(bound.clients, threads) {
+            Ok(own) => Mutex::new(own),
+            Err(error) => {
+                tracing::error!(%error, "a serving thread cannot share the listening sockets");
+                return;
+            }
+        };
         let serve = move |_index: usize| {
             let clients = clients.clone();
             let (gateway, open) = (gateway.clone(), open.clone());
-            let http = http.try_clone();
-            let https = https
-                .as_ref()
-                .map(|(l, acceptor)| l.try_clone().map(|l| (l, acceptor.clone())))
-                .transpose();
-            let grpc = grpc.as_ref().map(|l| l.try_clone()).transpose();
+            let listeners = own.lock().ok().and_then(|mut own| own.pop());
             let shutdown = clients.shutdown.clone();
             async move {
-                let (Ok(http), Ok(https), Ok(grpc)) = (http, https, grpc) else {
-                    tracing::error!("a serving thread cannot share the listening sockets");
-                    return;
-                };
-                spawn_accept(&clients, http, None);
-                if let Some((listener, acceptor)) = https {
+                let Some(listeners) = listeners else { return };
+                spawn_accept(&clients, listeners.http, None);
+                if let Some((listener, acceptor)) = listeners.https {
                     spawn_accept(&clients, listener, Some(acceptor));
                 }
-                if let Some(listener) = grpc {
+                if let Some(listener) = listeners.grpc {
                     spawn_grpc(gateway, listener, open, shutdown);
                 }
             }
@@ -222,7 +252,12 @@ fn spawn_accept(
     tls: Option<Arc<Acceptor>>,
 ) {
     let accepting = clients.clone();
-    accept_loop("client", listener, clients.shutdown.clone(), move |tcp| {
+    let gateway = clients.service.gateway.clone();
+    // Readiness turns false before the listener closes (the drain service
+    // turns it too, perhaps a moment later).
+    let stopping = move || gateway.start_draining();
+    let shutdown = clients.shutdown.clone();
+    accept_loop("client", listener, shutdown, stopping, move |tcp| {
         let (clients, tls) = (accepting.clone(), tls.clone());
         async move {
             match clients.open.admit().await {
@@ -267,11 +302,15 @@ fn spawn_grpc(
 }
 
 /// Accepts on `listener` until shutdown, handing each socket to
-/// `on_accept` (the next accept waits for it).
+/// `on_accept` (the next accept waits for it). At shutdown `on_stop` runs,
+/// the connections the kernel has already completed are accepted too,
+/// then the handle drops: closing a listener resets the connections still
+/// queued on it.
 fn accept_loop<F, Fut>(
     what: &'static str,
     listener: std::net::TcpListener,
     mut shutdown: ShutdownWatch,
+    on_stop: impl FnOnce() + Send + 'static,
     on_accept: F,
 ) where
     F: Fn(TcpStream) -> Fut + Send + 'static,
@@ -288,11 +327,17 @@ fn accept_loop<F, Fut>(
         loop {
             let accepted = tokio::select! {
                 accepted = listener.accept() => accepted,
-                _ = shutdown.wait_for(|stop| *stop) => return,
+                _ = shutdown.wait_for(|stop| *stop) => break,
             };
             if let Some(tcp) = accepted_or_backoff(accepted).await {
                 on_accept(tcp).await;
             }
+        }
+        on_stop();
+        // A zero timeout polls the accept once: queued connections only.
+        let queued = || tokio::time::timeout(Duration::ZERO, listener.accept());
+        while let Ok(Ok((tcp, _))) = queued().await {
+            on_accept(tcp).await;
         }
     });
 }
@@ -308,6 +353,8 @@ impl Clients {
         l4.set_socket_digest(SocketDigest::from_raw_fd(fd));
         let Some(acceptor) = tls else {
             let sniffed = tokio::time::timeout(timeouts.handshake_timeout(), conn::sniff(&mut l4));
+            // Silent past the deadline, closed or broken: nothing was
+            // asked, nothing is answered.
             let Ok(Ok(Some((protocol, seen)))) = sniffed.await else {
                 return;
             };
@@ -315,7 +362,9 @@ impl Clients {
                 l4.rewind(&seen);
                 return self.h2.serve(Box::new(l4), &self.shutdown).await;
             }
-            return conn::serve_http1(&self.service, Box::new(l4), seen, &self.shutdown).await;
+            let stream = Box::new(l4);
+            return conn::serve_http1(&self.service, stream, seen, &self.shutdown, &self.open)
+                .await;
         };
         let handshake =
             tokio::time::timeout(timeouts.handshake_timeout(), acceptor.tls_handshake(l4));
@@ -326,13 +375,8 @@ impl Clients {
         if matches!(stream.selected_alpn_proto(), Some(ALPN::H2)) {
             return self.h2.serve(stream, &self.shutdown).await;
         }
-        conn::serve_http1(
-            &self.service,
-            stream,
-            bytes::BytesMut::new(),
-            &self.shutdown,
-        )
-        .await
+        let first = bytes::BytesMut::new();
+        conn::serve_http1(&self.service, stream, first, &self.shutdown, &self.open).await
     }
 }
 
@@ -390,14 +434,20 @@ fn spawn_admin(
     shutdown: ShutdownWatch,
 ) {
     let watch = shutdown.clone();
-    accept_loop("admin", listener, watch, move |tcp| {
-        let (app, shutdown) = (app.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            let fd = tcp.as_raw_fd();
-            let mut l4 = L4Stream::from(tcp);
-            l4.set_socket_digest(SocketDigest::from_raw_fd(fd));
-            let _ = app.process_new(Box::new(l4), &shutdown).await;
-        });
-        std::future::ready(())
-    });
+    accept_loop(
+        "admin",
+        listener,
+        watch,
+        || {},
+        move |tcp| {
+            let (app, shutdown) = (app.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                let fd = tcp.as_raw_fd();
+                let mut l4 = L4Stream::from(tcp);
+                l4.set_socket_digest(SocketDigest::from_raw_fd(fd));
+                let _ = app.process_new(Box::new(l4), &shutdown).await;
+            });
+            std::future::ready(())
+        },
+    );
 }

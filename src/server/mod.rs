@@ -29,9 +29,12 @@ pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
     let cap = connection_cap(&config.connections);
     let signals = Signals::catch().map_err(|e| format!("cannot catch signals: {e}"))?;
     let bound = Bound::bind(&gateway)?;
+    let grace = config.server.grace_period_seconds;
     let conf = ServerConf {
         threads: config.server.threads,
-        grace_period_seconds: Some(config.server.grace_period_seconds),
+        // The drain service ends the process at the grace period; pingora's
+        // own timer (it always sleeps its whole grace period) is a backstop.
+        grace_period_seconds: Some(grace + services::BACKSTOP_SECONDS),
         // After the grace period whatever still runs is dropped: no second wait.
         graceful_shutdown_timeout_seconds: Some(1),
         ..ServerConf::default()
@@ -41,8 +44,9 @@ pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
     let refusals = crate::app::refusal_budget(config.connections.fd_reserve);
     let open = OpenConnections::new(cap, refusals);
     let drain = DrainService {
-        inflight: gateway.inflight().clone(),
+        gateway: gateway.clone(),
         open: open.clone(),
+        grace: std::time::Duration::from_secs(grace),
     };
     server.add_service(background_service("drain", drain));
     let reload = ReloadService {
