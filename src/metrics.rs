@@ -9,7 +9,8 @@
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 /// Latency buckets (seconds): 100 µs … 60 s, the range of a gateway hop
@@ -30,6 +31,8 @@ pub struct Metrics {
     pub bytes_out: IntCounterVec,
     pub ejections: IntCounterVec,
     pub rejected: IntCounterVec,
+    /// Requests cut by the end of the drain's grace period.
+    pub drain_cut: IntCounter,
     inflight: IntGaugeVec,
     backend_up: IntGaugeVec,
     backend_inflight: IntGaugeVec,
@@ -60,7 +63,16 @@ impl Metrics {
                 .expect("unique metric");
             g
         };
+        let drain_cut = IntCounter::new(
+            "tensorgate_drain_cut_requests_total",
+            "Requests cut by the end of the drain's grace period: in flight when it ended, or arriving on an idle connection as it was closed.",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(drain_cut.clone()))
+            .expect("unique metric");
         Metrics {
+            drain_cut,
             requests: counter("tensorgate_requests_total", "Requests answered, by route, model and HTTP status.", &["route", "model", "status"]),
             request_seconds: histogram("tensorgate_request_duration_seconds", "Time from the request's body read to its answer.", &["route"]),
             gateway_seconds: histogram("tensorgate_gateway_duration_seconds", "Time spent in tensorgate itself (request time minus upstream time).", &["route"]),

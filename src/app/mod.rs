@@ -9,11 +9,14 @@ mod connections;
 pub(crate) mod fanout;
 pub(crate) mod guard;
 mod inflight;
+pub(crate) mod linger;
 pub(crate) mod metadata;
 mod models;
 pub(crate) mod v1;
 
-pub(crate) use connections::{accepted_or_backoff, OpenConnections, Slot, DRAIN_IDLE, H2_PREFACE};
+pub(crate) use connections::{
+    accepted_or_backoff, refusal_budget, Admission, OpenConnections, Refusal, Slot, H2_PREFACE,
+};
 pub(crate) use inflight::{Inflight, InflightGuard};
 
 use std::sync::Arc;
@@ -41,6 +44,8 @@ pub struct Gateway {
     reload_source: std::sync::OnceLock<ReloadSource>,
     models: ModelCache,
     forward_pattern: Option<Regex>,
+    /// Set at SIGTERM: the gateway no longer says it is ready.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl Gateway {
@@ -65,6 +70,7 @@ impl Gateway {
             metrics,
             inflight: Arc::default(),
             forward_pattern,
+            draining: std::sync::atomic::AtomicBool::new(false),
             config,
         })
     }
@@ -76,6 +82,21 @@ impl Gateway {
     /// Requests being answered (the graceful drain waits for zero).
     pub fn inflight(&self) -> &Arc<Inflight> {
         &self.inflight
+    }
+
+    /// Ready to take requests: not draining, and a backend is ready
+    /// (after the pool's first health pass). Both fronts' readiness
+    /// (HTTP v2 and v1, gRPC `ServerReady`) say this.
+    pub(crate) async fn ready(&self) -> bool {
+        self.pool.started().await;
+        !self.draining.load(std::sync::atomic::Ordering::Acquire) && self.pool.any_usable()
+    }
+
+    /// The drain has begun (SIGTERM): readiness turns false, so a load
+    /// balancer probing on a kept-alive connection moves on.
+    pub(crate) fn start_draining(&self) {
+        self.draining
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// The upstream pool (shared with the gRPC passthrough and tests).

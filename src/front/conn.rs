@@ -2,19 +2,22 @@
 //! every step a client could stall (`[connections]`):
 //!
 //! 1. the connection takes a slot under `max_connections`, or is answered
-//!    `503` + `Connection: close` at once ([`OpenConnections`]);
+//!    `503` + `Connection: close` (`server::listen`);
 //! 2. its first bytes (or TLS handshake) must arrive within
 //!    `handshake_timeout_ms`; they tell an h2c preface from HTTP/1;
 //! 3. HTTP/1: each request head must be complete within
 //!    `header_timeout_ms` of its first byte (a total, not reset by every
 //!    byte), and an idle keep-alive connection is closed after
 //!    `keepalive_timeout_ms`. Once draining, answers say
-//!    `Connection: close` and idle connections are closed;
+//!    `Connection: close`; an idle connection may still send one request
+//!    (answered so) until the drain's last phase closes it;
 //! 4. h2 (h2c or TLS ALPN): pingora's h2 server drives the connection
 //!    (GOAWAY on drain, closed when idle); each stream is one request.
 //!
 //! A head that cannot be parsed, is too large or comes too slowly gets its
-//! `{"error":...}` answer from the one error table before the close.
+//! `{"error":...}` answer from the one error table. Every close the
+//! gateway decides is a lingering close (`app::linger`), so the client
+//! reads the answer even while it is still writing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +30,8 @@ use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
 use tokio::io::AsyncReadExt;
 
-use crate::app::{DRAIN_IDLE, H2_PREFACE};
+use crate::app::linger::close_lingering;
+use crate::app::{OpenConnections, H2_PREFACE};
 use crate::error::{Error, Kind};
 use crate::front::http::HttpResponse;
 use crate::front::session::GatewayService;
@@ -62,21 +66,28 @@ pub(crate) async fn sniff<S: tokio::io::AsyncRead + Unpin>(
 }
 
 /// Serves HTTP/1 requests on one connection until it closes, a deadline
-/// passes, or the gateway drains. `first` holds bytes already read from
+/// passes, or the drain ends it. `first` holds bytes already read from
 /// the stream (by [`sniff`]); empty for TLS, whose first request then gets
-/// `handshake_timeout_ms` for its first byte.
+/// `handshake_timeout_ms` for its first byte. Every close the gateway
+/// decides is a lingering close ([`close_lingering`]).
 pub(crate) async fn serve_http1(
     service: &GatewayService,
     stream: Stream,
     mut first: BytesMut,
     shutdown: &ShutdownWatch,
+    open: &OpenConnections,
 ) {
     let timeouts = &service.gateway.config().connections;
     let mut wait = timeouts.handshake_timeout();
     let mut stream = WriteBuffered::wrap(stream);
     loop {
-        if first.is_empty() && !next_bytes(&mut stream, &mut first, wait, shutdown).await {
-            return;
+        if first.is_empty() {
+            match next_bytes(&mut stream, &mut first, wait, open).await {
+                Next::Request => {}
+                Next::Gone => return,
+                Next::Idle => return close(service, stream, false).await,
+                Next::Closing => return close(service, stream, true).await,
+            }
         }
         let inflight = service.gateway.inflight().enter();
         let mut session = ServerSession::new_http1(stream);
@@ -100,15 +111,62 @@ pub(crate) async fn serve_http1(
         }
         service.serve(&mut session, shutdown).await;
         drop(inflight);
-        match session.finish().await {
-            Ok(Some(reusable)) => {
-                let (next, over) = reusable.into_parts();
+        match finish(session).await {
+            After::Reuse(next, over) => {
                 stream = next;
-                first = over.unwrap_or_default();
+                first = over;
             }
-            _ => return,
+            After::Close(stream) => return close(service, stream, false).await,
+            After::Gone => return,
         }
         wait = timeouts.keepalive_timeout();
+    }
+}
+
+/// How a connection goes on after an answer.
+enum After {
+    /// Kept alive: the stream, and bytes of the next request already read.
+    Reuse(Stream, BytesMut),
+    /// To be closed (`Connection: close`, a refusal, the drain).
+    Close(Stream),
+    /// Broken or closed already.
+    Gone,
+}
+
+/// Ends the answer's message, then hands the stream back to be reused or
+/// closed: pingora's own `finish` would close a connection that is not
+/// kept alive without lingering.
+async fn finish(session: ServerSession) -> After {
+    let ServerSession::H1(mut h1) = session else {
+        return After::Gone;
+    };
+    if h1.finish_body().await.is_err() {
+        return After::Gone;
+    }
+    if !h1.will_keepalive() {
+        return After::Close(h1.into_inner());
+    }
+    match h1.reuse().await {
+        Ok(Some(reusable)) => {
+            let (stream, over) = reusable.into_parts();
+            After::Reuse(stream, over.unwrap_or_default())
+        }
+        _ => After::Gone,
+    }
+}
+
+/// Closes the connection lingering; `drained`: closed by the drain's last
+/// phase, so bytes that arrived meanwhile were a request cut by it.
+async fn close(service: &GatewayService, stream: Stream, drained: bool) {
+    let linger = service.gateway.config().connections.linger();
+    let dropped = close_lingering(stream, linger).await;
+    if drained && dropped > 0 {
+        let metrics = service.gateway.metrics();
+        metrics.drain_cut.inc();
+        tracing::warn!(
+            bytes = dropped,
+            "grace period over: a request arriving on an idle connection was cut"
+        );
     }
 }
 
@@ -118,33 +176,36 @@ pub(crate) async fn serve_http1(
 /// reads for a 600-byte request).
 const FIRST_READ: usize = 4096;
 
-/// Waits up to `wait` for the next request's first bytes (at most
-/// [`DRAIN_IDLE`] once the gateway drains). `false`: the connection is to
-/// be closed (timed out, closed by the client, or broken).
+/// What waiting for a request's first bytes ended with.
+enum Next {
+    /// Bytes arrived.
+    Request,
+    /// The client closed the connection or broke it.
+    Gone,
+    /// Nothing came within the deadline.
+    Idle,
+    /// The drain's last phase began (until then, an idle connection may
+    /// still send a request: it is answered with `Connection: close`).
+    Closing,
+}
+
+/// Waits up to `wait` for the next request's first bytes.
 async fn next_bytes(
     stream: &mut Stream,
     into: &mut BytesMut,
     wait: Duration,
-    shutdown: &ShutdownWatch,
-) -> bool {
+    open: &OpenConnections,
+) -> Next {
     into.reserve(FIRST_READ);
-    let mut shutdown = shutdown.clone();
-    let wait = if *shutdown.borrow() {
-        wait.min(DRAIN_IDLE)
-    } else {
-        let read = tokio::select! {
-            biased;
-            read = tokio::time::timeout(wait, stream.read_buf(into)) => Some(read),
-            _ = shutdown.wait_for(|stop| *stop) => None,
-        };
-        if let Some(read) = read {
-            return matches!(read, Ok(Ok(n)) if n > 0);
-        }
-        // Draining began while the connection was idle.
-        DRAIN_IDLE
-    };
-    let read = tokio::time::timeout(wait, stream.read_buf(into)).await;
-    matches!(read, Ok(Ok(n)) if n > 0)
+    tokio::select! {
+        biased;
+        read = tokio::time::timeout(wait, stream.read_buf(into)) => match read {
+            Ok(Ok(n)) if n > 0 => Next::Request,
+            Ok(_) => Next::Gone,
+            Err(_) => Next::Idle,
+        },
+        _ = open.closing() => Next::Closing,
+    }
 }
 
 /// pingora's keep-alive setting `0`: the connection may be reused, and
@@ -158,23 +219,26 @@ const KEEPALIVE_UNTIMED: u64 = 0;
 /// Answers a request head that could not be read (when there is still a
 /// client to answer), then closes the connection.
 async fn refuse_head(service: &GatewayService, mut session: ServerSession, error: Option<Error>) {
-    if let Some(error) = error {
-        let reason = if error.kind == Kind::RequestTimeout {
-            "slow"
-        } else {
-            "malformed"
-        };
-        service
-            .gateway
-            .metrics()
-            .rejected
-            .with_label_values(&[reason])
-            .inc();
-        let _ = service
-            .write(&mut session, HttpResponse::error(&error), true)
-            .await;
+    let Some(error) = error else {
+        return; // the client closed or broke the connection
+    };
+    let reason = if error.kind == Kind::RequestTimeout {
+        "slow"
+    } else {
+        "malformed"
+    };
+    service
+        .gateway
+        .metrics()
+        .rejected
+        .with_label_values(&[reason])
+        .inc();
+    let _ = service
+        .write(&mut session, HttpResponse::error(&error), true)
+        .await;
+    if let After::Close(stream) = finish(session).await {
+        close(service, stream, false).await;
     }
-    session.shutdown().await;
 }
 
 /// The answer to a request head pingora's parser refused; `None` when the
@@ -219,8 +283,14 @@ impl H2App {
     }
 
     /// Serves an h2 connection (its preface already put back) to the end.
+    /// pingora sends GOAWAY when `shutdown` changes; a connection that
+    /// starts once the drain has begun gets it at once.
     pub(crate) async fn serve(self: &Arc<Self>, stream: Stream, shutdown: &ShutdownWatch) {
-        let _ = ServerApp::process_new(self, stream, shutdown).await;
+        let mut shutdown = shutdown.clone();
+        if *shutdown.borrow_and_update() {
+            shutdown.mark_changed();
+        }
+        let _ = ServerApp::process_new(self, stream, &shutdown).await;
     }
 }
 

@@ -39,12 +39,10 @@ impl Gateway {
         let body = &req.body[..];
         let json = |bytes: Vec<u8>| Ok(HttpResponse::json(bytes));
         match route {
-            // The gateway is live while it runs; ready while a backend is.
+            // The gateway is live while it runs; ready while a backend is,
+            // until the drain.
             Route::HealthLive => Ok(self.health("live", true)),
-            Route::HealthReady => {
-                pool.started().await;
-                Ok(self.health("ready", pool.any_usable()))
-            }
+            Route::HealthReady => Ok(self.health("ready", self.ready().await)),
             Route::ModelReady(m) => {
                 let r = rpc!(
                     pool,

@@ -125,27 +125,6 @@ fn body_error(e: &PingoraError) -> BodyError {
     }
 }
 
-/// Bytes of a refused body read and discarded before the connection closes:
-/// closing a socket with unread input makes the kernel send a reset that
-/// can destroy our error answer before the client reads it (nginx's
-/// "lingering close"). Bounded so a refused upload cannot hold us long.
-const LINGER_BYTES: usize = 1 << 20;
-const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Reads and drops what the client already sent of a refused body.
-pub(super) async fn linger(session: &mut ServerSession) {
-    let drain = async {
-        let mut seen = 0usize;
-        while let Ok(Some(chunk)) = session.read_request_body().await {
-            seen += chunk.len();
-            if seen > LINGER_BYTES {
-                break;
-            }
-        }
-    };
-    let _ = tokio::time::timeout(LINGER_TIME, drain).await;
-}
-
 /// Where streaming starts, and why there (`body::STREAM_FROM`).
 pub(super) use crate::body::STREAM_FROM;
 

@@ -19,7 +19,7 @@ use crate::body;
 use crate::error::{Error, Kind};
 use crate::front::http::{via, Answer, HttpRequest, HttpResponse, StreamedResponse, StreamedRest};
 use crate::front::request_body::{
-    linger, pump, read_body, slow_body, streams_from, BodyError, Counted, Read,
+    pump, read_body, slow_body, streams_from, BodyError, Counted, Read,
 };
 use crate::front::route::Route;
 
@@ -155,11 +155,10 @@ impl GatewayService {
             }
         };
         match outcome {
+            // A refusal before the body's end: answered, then the
+            // connection closes lingering (`conn`), which takes the rest.
             Ok(Answer::Full(response)) => {
                 let unread = !session.is_body_done();
-                if unread {
-                    linger(session).await;
-                }
                 self.write_now(session, response, unread, shutdown).await
             }
             // An upstream answers a complete message, so the body is
@@ -176,7 +175,8 @@ impl GatewayService {
     }
 
     /// Answers a body that could not be read: a refusal (then the
-    /// connection closes), or nothing for a client that is gone.
+    /// connection closes lingering, taking what the client still sends),
+    /// or nothing for a client that is gone.
     async fn body_failed(
         &self,
         session: &mut ServerSession,
@@ -198,7 +198,6 @@ impl GatewayService {
         };
         let metrics = self.gateway.metrics();
         metrics.rejected.with_label_values(&[reason]).inc();
-        linger(session).await;
         let refusal = crate::front::v1::refusal(&self.gateway, route, &error);
         self.write_now(session, refusal, true, shutdown).await
     }

@@ -1,10 +1,14 @@
 //! The gRPC listener's connections before tonic sees them: each takes a
-//! slot under the gateway's connection cap (over it, the socket is closed
-//! at once), and must send its first bytes — the whole h2 preface for
-//! h2c, the first byte of the TLS hello for TLS — within
-//! `connections.handshake_timeout_ms`, or it is closed. Idle but live
-//! peers are kept (gRPC channels stay open by design); dead ones are found
-//! by h2 keep-alive pings (`connections.h2_ping_interval_ms`).
+//! slot under the gateway's connection cap, and must send its first bytes
+//! — the whole h2 preface for h2c, the first byte of the TLS hello for
+//! TLS — within `connections.handshake_timeout_ms`, or it is closed. Idle
+//! but live peers are kept (gRPC channels stay open by design); dead ones
+//! are found by h2 keep-alive pings (`connections.h2_ping_interval_ms`).
+//!
+//! A connection refused (over the cap, or accepted from the queue as the
+//! drain closes the listener) gets an h2 GOAWAY naming stream 0 — no
+//! stream was processed, so a gRPC client retries it elsewhere — then a
+//! lingering close (a TLS connection only the close).
 
 use std::io;
 use std::pin::Pin;
@@ -13,48 +17,122 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_util::sync::CancellationToken;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
-use crate::app::{OpenConnections, Slot, H2_PREFACE};
+use crate::app::linger::close_lingering;
+use crate::app::{Admission, OpenConnections, Slot, H2_PREFACE};
 
 /// Accepted connections that passed the first-bytes deadline, as the
-/// stream tonic serves. Accepting stops when tonic drops the stream.
+/// stream tonic serves. Accepting stops when tonic drops the stream, or
+/// at `stop` (the drain), when the connections already queued on the
+/// listener are refused with GOAWAY and the listener closes.
 pub(crate) fn incoming(
     listener: TcpListener,
     open: Arc<OpenConnections>,
-    handshake: Duration,
-    tls: bool,
+    limits: Limits,
+    stop: CancellationToken,
 ) -> UnboundedReceiverStream<io::Result<EdgeIo>> {
     let (ready, stream) = mpsc::unbounded_channel();
+    let Limits {
+        handshake,
+        linger,
+        tls,
+    } = limits;
     tokio::spawn(async move {
         loop {
             let accepted = tokio::select! {
-                accepted = listener.accept() => accepted,
+                biased;
+                _ = stop.cancelled() => break,
                 _ = ready.closed() => return,
+                accepted = listener.accept() => accepted,
             };
             let Some(tcp) = crate::app::accepted_or_backoff(accepted).await else {
                 continue;
             };
-            // Over the cap: closed at once (a gRPC client retries elsewhere).
-            let Some(slot) = open.try_open() else {
-                continue;
+            let slot = match open.admit().await {
+                Admission::Serve(slot) => slot,
+                Admission::Refuse(refusal) => {
+                    tokio::spawn(async move {
+                        tokio::select! {
+                            _ = refuse(tcp, tls, Reason::RefusedStream, linger) => {}
+                            _ = refusal.preempted() => {}
+                        }
+                    });
+                    continue;
+                }
             };
             let ready = ready.clone();
             tokio::spawn(async move {
                 if let Ok(Ok(io)) =
                     tokio::time::timeout(handshake, EdgeIo::new(tcp, slot, tls)).await
                 {
-                    let _ = ready.send(Ok(io));
+                    // tonic stopped taking connections: the drain began.
+                    if let Err(mpsc::error::SendError(Ok(io))) = ready.send(Ok(io)) {
+                        refuse(io.tcp, tls, Reason::NoError, linger).await;
+                    }
                 }
+            });
+        }
+        // A zero timeout polls the accept once: queued connections only.
+        let queued = || tokio::time::timeout(Duration::ZERO, listener.accept());
+        while let Ok(Ok((tcp, _))) = queued().await {
+            let held = open.admit().await;
+            tokio::spawn(async move {
+                refuse(tcp, tls, Reason::NoError, linger).await;
+                drop(held);
             });
         }
     });
     UnboundedReceiverStream::new(stream)
 }
+
+/// What the connections of one gRPC listener are held to.
+#[derive(Clone, Copy)]
+pub(crate) struct Limits {
+    /// `connections.handshake_timeout_ms`.
+    pub(crate) handshake: Duration,
+    /// `connections.linger_ms`.
+    pub(crate) linger: Duration,
+    /// Connections speak TLS (`grpc.tls`).
+    pub(crate) tls: bool,
+}
+
+/// A GOAWAY's error code (RFC 9113 §7).
+#[derive(Clone, Copy)]
+enum Reason {
+    /// The drain: a graceful close.
+    NoError = 0x0,
+    /// Over the cap: refused before any processing.
+    RefusedStream = 0x7,
+}
+
+/// The server's connection preface (an empty SETTINGS frame), then GOAWAY
+/// with last stream id 0 and `reason`; then the lingering close.
+async fn refuse(mut tcp: TcpStream, tls: bool, reason: Reason, linger: Duration) {
+    if !tls {
+        let mut frames = Vec::with_capacity(9 + 17);
+        // SETTINGS: length 0, type 0x4, no flags, stream 0.
+        frames.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+        // GOAWAY: length 8, type 0x7, no flags, stream 0; last stream id
+        // 0, the error code.
+        frames.extend_from_slice(&[0, 0, 8, 0x7, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        frames.extend_from_slice(&(reason as u32).to_be_bytes());
+        let write = tokio::time::timeout(REFUSAL_WRITE_TIME, tcp.write_all(&frames));
+        if write.await.is_err() {
+            return;
+        }
+    }
+    close_lingering(tcp, linger).await;
+}
+
+/// A refusal is a few dozen bytes: a client that cannot take them this
+/// quickly is not waited for.
+const REFUSAL_WRITE_TIME: Duration = Duration::from_millis(500);
 
 /// A client connection with the bytes read while checking its start put
 /// back in front, holding its slot under the cap until it closes.

@@ -81,7 +81,9 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
-    let open = OpenConnections::new(gateway.config().connections.max_connections);
+    let limits = &gateway.config().connections;
+    let refusals = crate::app::refusal_budget(limits.fd_reserve);
+    let open = OpenConnections::new(limits.max_connections, refusals);
     serve_capped(gateway, listener, open, shutdown).await
 }
 
@@ -95,7 +97,17 @@ pub(crate) async fn serve_capped(
     let config = gateway.config();
     let limits = &config.connections;
     let tls = server_tls(config);
-    let incoming = incoming::incoming(listener, open, limits.handshake_timeout(), tls.is_some());
+    let stop_accepting = tokio_util::sync::CancellationToken::new();
+    let edge = incoming::Limits {
+        handshake: limits.handshake_timeout(),
+        linger: limits.linger(),
+        tls: tls.is_some(),
+    };
+    let incoming = incoming::incoming(listener, open, edge, stop_accepting.clone());
+    let shutdown = async move {
+        shutdown.await;
+        stop_accepting.cancel();
+    };
     // The legacy v1 gRPC service shares the listener (its own package name).
     let v1 = v1::V1GrpcService::new(gateway.clone()).server();
     let ping = limits.h2_ping_interval();

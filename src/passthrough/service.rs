@@ -89,16 +89,14 @@ impl GrpcInferenceService for Passthrough {
         Ok(Response::new(pb::ServerLiveResponse { live: true }))
     }
 
-    /// Ready while at least one backend is.
+    /// Ready while at least one backend is, until the drain.
     async fn server_ready(
         &self,
         request: Request<pb::ServerReadyRequest>,
     ) -> Answer<pb::ServerReadyResponse> {
         let _permit = self.admit(&request, "health")?;
-        let pool = self.gateway.pool();
-        pool.started().await;
         Ok(Response::new(pb::ServerReadyResponse {
-            ready: pool.any_usable(),
+            ready: self.gateway.ready().await,
         }))
     }
 

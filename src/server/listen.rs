@@ -6,9 +6,11 @@
 //! under the connection cap (`connections.max_connections`, lowered to what
 //! the file limit allows), or is refused at once.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use pingora_core::apps::http_app::HttpServer;
@@ -21,7 +23,8 @@ use pingora_core::services::background::BackgroundService;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::app::{accepted_or_backoff, Gateway, OpenConnections, Slot};
+use crate::app::linger::close_lingering;
+use crate::app::{accepted_or_backoff, Admission, Gateway, OpenConnections, Refusal, Slot};
 use crate::error::{Error, Kind};
 use crate::front::admin::AdminApp;
 use crate::front::conn::{self, H2App, Protocol};
@@ -31,10 +34,39 @@ use crate::front::tls::ReloadingCert;
 
 /// Every listening socket of the process, bound and not yet serving.
 pub(crate) struct Bound {
+    clients: ClientListeners,
+    admin: Option<std::net::TcpListener>,
+}
+
+/// The listeners clients connect to (HTTP, HTTPS, gRPC): one set per
+/// serving thread, each a handle on the same sockets.
+struct ClientListeners {
     http: std::net::TcpListener,
     https: Option<(std::net::TcpListener, Arc<Acceptor>)>,
     grpc: Option<std::net::TcpListener>,
-    admin: Option<std::net::TcpListener>,
+}
+
+impl ClientListeners {
+    /// `threads` sets: copies of the handles, then these very ones.
+    fn per_thread(self, threads: usize) -> std::io::Result<Vec<ClientListeners>> {
+        let mut sets = (1..threads)
+            .map(|_| self.try_clone())
+            .collect::<std::io::Result<Vec<_>>>()?;
+        sets.push(self);
+        Ok(sets)
+    }
+
+    fn try_clone(&self) -> std::io::Result<ClientListeners> {
+        Ok(ClientListeners {
+            http: self.http.try_clone()?,
+            https: self
+                .https
+                .as_ref()
+                .map(|(l, acceptor)| l.try_clone().map(|l| (l, acceptor.clone())))
+                .transpose()?,
+            grpc: self.grpc.as_ref().map(|l| l.try_clone()).transpose()?,
+        })
+    }
 }
 
 impl Bound {
@@ -77,9 +109,7 @@ impl Bound {
             .map(|l| bind("admin.listen", l))
             .transpose()?;
         Ok(Bound {
-            http,
-            https,
-            grpc,
+            clients: ClientListeners { http, https, grpc },
             admin,
         })
     }
@@ -88,11 +118,12 @@ impl Bound {
     pub(crate) fn describe(&self) -> String {
         let addr =
             |l: &std::net::TcpListener| l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        let mut parts = vec![format!("http={}", addr(&self.http))];
-        if let Some((l, _)) = &self.https {
+        let clients = &self.clients;
+        let mut parts = vec![format!("http={}", addr(&clients.http))];
+        if let Some((l, _)) = &clients.https {
             parts.push(format!("https={}", addr(l)));
         }
-        if let Some(l) = &self.grpc {
+        if let Some(l) = &clients.grpc {
             parts.push(format!("grpc={}", addr(l)));
         }
         if let Some(l) = &self.admin {
@@ -165,27 +196,29 @@ impl BackgroundService for Edge {
         let clients = Arc::new(clients);
         let threads = self.gateway.config().server.threads;
         let (gateway, open) = (self.gateway.clone(), self.open.clone());
-        let (http, https, grpc) = (bound.http, bound.https, bound.grpc);
+        // Each serving thread owns its handles on the client listeners
+        // (the last thread takes the originals): when every thread's
+        // accept loops stop at SIGTERM, no handle is left, the sockets
+        // close and new connections are refused by the kernel.
+        let own = match ClientListeners::per_thread(bound.clients, threads) {
+            Ok(own) => Mutex::new(own),
+            Err(error) => {
+                tracing::error!(%error, "a serving thread cannot share the listening sockets");
+                return;
+            }
+        };
         let serve = move |_index: usize| {
             let clients = clients.clone();
             let (gateway, open) = (gateway.clone(), open.clone());
-            let http = http.try_clone();
-            let https = https
-                .as_ref()
-                .map(|(l, acceptor)| l.try_clone().map(|l| (l, acceptor.clone())))
-                .transpose();
-            let grpc = grpc.as_ref().map(|l| l.try_clone()).transpose();
+            let listeners = own.lock().ok().and_then(|mut own| own.pop());
             let shutdown = clients.shutdown.clone();
             async move {
-                let (Ok(http), Ok(https), Ok(grpc)) = (http, https, grpc) else {
-                    tracing::error!("a serving thread cannot share the listening sockets");
-                    return;
-                };
-                spawn_accept(&clients, http, None);
-                if let Some((listener, acceptor)) = https {
+                let Some(listeners) = listeners else { return };
+                spawn_accept(&clients, listeners.http, None);
+                if let Some((listener, acceptor)) = listeners.https {
                     spawn_accept(&clients, listener, Some(acceptor));
                 }
-                if let Some(listener) = grpc {
+                if let Some(listener) = listeners.grpc {
                     spawn_grpc(gateway, listener, open, shutdown);
                 }
             }
@@ -211,21 +244,35 @@ struct Clients {
     shutdown: ShutdownWatch,
 }
 
+/// Accepts clients on `listener`: each is admitted under the cap and
+/// served, or refused with a `503` it can read.
 fn spawn_accept(
     clients: &Arc<Clients>,
     listener: std::net::TcpListener,
     tls: Option<Arc<Acceptor>>,
 ) {
-    let open = clients.clone();
-    accept_loop("client", listener, clients.shutdown.clone(), move |tcp| {
-        let Some(slot) = open.open.try_open() else {
-            let metrics = open.service.gateway.metrics();
-            metrics.rejected.with_label_values(&["connections"]).inc();
-            tokio::spawn(refuse_over_cap(tcp, open.open.cap()));
-            return;
-        };
-        let (clients, tls) = (open.clone(), tls.clone());
-        tokio::spawn(async move { clients.serve(tcp, slot, tls).await });
+    let accepting = clients.clone();
+    let gateway = clients.service.gateway.clone();
+    // Readiness turns false before the listener closes (the drain service
+    // turns it too, perhaps a moment later).
+    let stopping = move || gateway.start_draining();
+    let shutdown = clients.shutdown.clone();
+    accept_loop("client", listener, shutdown, stopping, move |tcp| {
+        let (clients, tls) = (accepting.clone(), tls.clone());
+        async move {
+            match clients.open.admit().await {
+                Admission::Serve(slot) => {
+                    tokio::spawn(async move { clients.serve(tcp, slot, tls).await });
+                }
+                Admission::Refuse(refusal) => {
+                    let metrics = clients.service.gateway.metrics();
+                    metrics.rejected.with_label_values(&["connections"]).inc();
+                    let linger = clients.service.gateway.config().connections.linger();
+                    let cap = clients.open.cap();
+                    tokio::spawn(refuse_over_cap(tcp, cap, linger, refusal));
+                }
+            }
+        }
     });
 }
 
@@ -254,13 +301,21 @@ fn spawn_grpc(
     });
 }
 
-/// Accepts on `listener` until shutdown, handing each socket to `on_accept`.
-fn accept_loop(
+/// Accepts on `listener` until shutdown, handing each socket to
+/// `on_accept` (the next accept waits for it). At shutdown `on_stop` runs,
+/// the connections the kernel has already completed are accepted too,
+/// then the handle drops: closing a listener resets the connections still
+/// queued on it.
+fn accept_loop<F, Fut>(
     what: &'static str,
     listener: std::net::TcpListener,
     mut shutdown: ShutdownWatch,
-    on_accept: impl Fn(TcpStream) + Send + 'static,
-) {
+    on_stop: impl FnOnce() + Send + 'static,
+    on_accept: F,
+) where
+    F: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
     let listener = match TcpListener::from_std(listener) {
         Ok(listener) => listener,
         Err(error) => {
@@ -272,11 +327,17 @@ fn accept_loop(
         loop {
             let accepted = tokio::select! {
                 accepted = listener.accept() => accepted,
-                _ = shutdown.wait_for(|stop| *stop) => return,
+                _ = shutdown.wait_for(|stop| *stop) => break,
             };
             if let Some(tcp) = accepted_or_backoff(accepted).await {
-                on_accept(tcp);
+                on_accept(tcp).await;
             }
+        }
+        on_stop();
+        // A zero timeout polls the accept once: queued connections only.
+        let queued = || tokio::time::timeout(Duration::ZERO, listener.accept());
+        while let Ok(Ok((tcp, _))) = queued().await {
+            on_accept(tcp).await;
         }
     });
 }
@@ -292,6 +353,8 @@ impl Clients {
         l4.set_socket_digest(SocketDigest::from_raw_fd(fd));
         let Some(acceptor) = tls else {
             let sniffed = tokio::time::timeout(timeouts.handshake_timeout(), conn::sniff(&mut l4));
+            // Silent past the deadline, closed or broken: nothing was
+            // asked, nothing is answered.
             let Ok(Ok(Some((protocol, seen)))) = sniffed.await else {
                 return;
             };
@@ -299,7 +362,9 @@ impl Clients {
                 l4.rewind(&seen);
                 return self.h2.serve(Box::new(l4), &self.shutdown).await;
             }
-            return conn::serve_http1(&self.service, Box::new(l4), seen, &self.shutdown).await;
+            let stream = Box::new(l4);
+            return conn::serve_http1(&self.service, stream, seen, &self.shutdown, &self.open)
+                .await;
         };
         let handshake =
             tokio::time::timeout(timeouts.handshake_timeout(), acceptor.tls_handshake(l4));
@@ -310,31 +375,29 @@ impl Clients {
         if matches!(stream.selected_alpn_proto(), Some(ALPN::H2)) {
             return self.h2.serve(stream, &self.shutdown).await;
         }
-        conn::serve_http1(
-            &self.service,
-            stream,
-            bytes::BytesMut::new(),
-            &self.shutdown,
-        )
-        .await
+        let first = bytes::BytesMut::new();
+        conn::serve_http1(&self.service, stream, first, &self.shutdown, &self.open).await
     }
 }
 
-/// Over the cap: a `503` with `Connection: close`, written without
-/// waiting on the client, then the socket closes.
-async fn refuse_over_cap(mut tcp: TcpStream, cap: usize) {
+/// Over the cap: a `503` with `Connection: close`, written at once
+/// (before the request: a client reads it after writing its request),
+/// then a lingering close, which lets the client write its request
+/// without a reset. The refusal holds a place in the refusal budget until
+/// the connection is closed, or a newer refusal needs the place.
+async fn refuse_over_cap(mut tcp: TcpStream, cap: usize, linger: Duration, refusal: Refusal) {
     let error = Error::new(
         Kind::Overloaded,
         format!("too many open connections (connections.max_connections is {cap}); retry shortly or use another replica"),
     );
     let answer = raw_http1(&HttpResponse::error(&error));
     let write = tokio::time::timeout(REFUSAL_WRITE_TIME, tcp.write_all(&answer));
-    let _ = write.await;
-    // Read what already arrived so closing does not reset the connection
-    // before the client has read the answer; never wait for more.
-    let mut sink = [0u8; 4096];
-    while matches!(tcp.try_read(&mut sink), Ok(n) if n > 0) {}
-    let _ = tcp.shutdown().await;
+    if write.await.is_ok() {
+        tokio::select! {
+            _ = close_lingering(tcp, linger) => {}
+            _ = refusal.preempted() => {}
+        }
+    }
 }
 
 /// A refusal is a few hundred bytes: a client that cannot take them this
@@ -371,13 +434,20 @@ fn spawn_admin(
     shutdown: ShutdownWatch,
 ) {
     let watch = shutdown.clone();
-    accept_loop("admin", listener, watch, move |tcp| {
-        let (app, shutdown) = (app.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            let fd = tcp.as_raw_fd();
-            let mut l4 = L4Stream::from(tcp);
-            l4.set_socket_digest(SocketDigest::from_raw_fd(fd));
-            let _ = app.process_new(Box::new(l4), &shutdown).await;
-        });
-    });
+    accept_loop(
+        "admin",
+        listener,
+        watch,
+        || {},
+        move |tcp| {
+            let (app, shutdown) = (app.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                let fd = tcp.as_raw_fd();
+                let mut l4 = L4Stream::from(tcp);
+                l4.set_socket_digest(SocketDigest::from_raw_fd(fd));
+                let _ = app.process_new(Box::new(l4), &shutdown).await;
+            });
+            std::future::ready(())
+        },
+    );
 }

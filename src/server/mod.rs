@@ -1,22 +1,24 @@
 //! The composition root of the serving process: raise the file limit and
-//! size the connection cap from it, bind every listener (a failure ends
-//! the process at once, before anything reports "listening"), then run
-//! pingora's `Server` — process lifecycle, signals, runtimes — with the
-//! background services: the edge (every listener and connection, the
-//! pool), the drain and the reload.
+//! size the connection cap from it, catch the process's signals
+//! (`signals`), bind every listener (a failure ends the process at once,
+//! before anything reports "listening"), then run pingora's `Server` —
+//! process lifecycle, runtimes — with the background services: the edge
+//! (every listener and connection, the pool), the drain and the reload.
 
 use std::sync::Arc;
 
 use pingora_core::server::configuration::ServerConf;
-use pingora_core::server::Server;
+use pingora_core::server::{RunArgs, Server};
 use pingora_core::services::background::background_service;
 
 use crate::app::{Gateway, OpenConnections};
 use listen::{Bound, Edge};
 use services::{DrainService, ReloadService};
+use signals::Signals;
 
 mod listen;
 mod services;
+mod signals;
 mod workers;
 
 /// Runs the gateway until the process is told to stop. Returns only when
@@ -25,24 +27,31 @@ pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
     let config = gateway.config().clone();
     let gateway = Arc::new(gateway);
     let cap = connection_cap(&config.connections);
+    let signals = Signals::catch().map_err(|e| format!("cannot catch signals: {e}"))?;
     let bound = Bound::bind(&gateway)?;
+    let grace = config.server.grace_period_seconds;
     let conf = ServerConf {
         threads: config.server.threads,
-        grace_period_seconds: Some(config.server.grace_period_seconds),
+        // The drain service ends the process at the grace period; pingora's
+        // own timer (it always sleeps its whole grace period) is a backstop.
+        grace_period_seconds: Some(grace + services::BACKSTOP_SECONDS),
         // After the grace period whatever still runs is dropped: no second wait.
         graceful_shutdown_timeout_seconds: Some(1),
         ..ServerConf::default()
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    let open = OpenConnections::new(cap);
+    let refusals = crate::app::refusal_budget(config.connections.fd_reserve);
+    let open = OpenConnections::new(cap, refusals);
     let drain = DrainService {
-        inflight: gateway.inflight().clone(),
+        gateway: gateway.clone(),
         open: open.clone(),
+        grace: std::time::Duration::from_secs(grace),
     };
     server.add_service(background_service("drain", drain));
     let reload = ReloadService {
         gateway: gateway.clone(),
+        hangups: signals.hangups,
     };
     server.add_service(background_service("reload", reload));
     tracing::info!(
@@ -57,7 +66,10 @@ pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
     // runtime keeps only the admin listener and the pool's first pass.
     edge.threads = Some(1);
     server.add_service(edge);
-    server.run_forever()
+    server.run(RunArgs {
+        shutdown_signal: Box::new(signals.stops),
+    });
+    std::process::exit(0)
 }
 
 /// `connections.max_connections`, lowered so that the cap plus the reserve

@@ -261,6 +261,11 @@ impl GatewayProcess {
         GatewayProcess::spawn_with(&[env!("CARGO_BIN_EXE_tensorgate")], args, log)
     }
 
+    /// What the process has logged so far.
+    pub(crate) fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }

@@ -26,10 +26,9 @@ impl Gateway {
         Ok(true)
     }
 
-    /// Ready while at least one backend is.
+    /// Ready while at least one backend is, until the drain.
     pub(crate) async fn v1_server_ready(&self) -> Result<bool> {
-        self.pool().started().await;
-        Ok(self.pool().any_usable())
+        Ok(self.ready().await)
     }
 
     /// Every model and version the repository knows; `None` when the
