@@ -17,6 +17,7 @@ Environment:
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -92,7 +93,7 @@ def launch_triton(tmpdir, name, models, extra_args=()):
     cmd += ["--load-model=" + m for m in models] + list(extra_args)
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL, start_new_session=True)
     return {"proc": proc, "http": "http://127.0.0.1:%d" % http_port,
             "grpc": "127.0.0.1:%d" % grpc_port, "log": log_path,
             "launch": (tmpdir, name, models, tuple(extra_args))}
@@ -151,7 +152,7 @@ def launch_gateway(tmpdir, name, args, grpc=False):
     log_path = os.path.join(tmpdir, name + ".log")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_until(lambda: listening(log_path) is not None, GATEWAY_START_TIMEOUT_S, proc,
                    "tensorgate", log_path)
@@ -198,14 +199,26 @@ def wait_until(predicate, deadline_s, proc, what, log_path):
 
 
 def stop(proc):
-    if proc.poll() is not None:
-        return
-    proc.terminate()
+    """Stops proc and every process of its session (each process the suite
+    starts leads a session of its own, `start_new_session=True`): SIGTERM,
+    SIGKILL after STOP_TIMEOUT_S; then whatever of the group is left, such
+    as a Triton Python backend stub that outlived its server."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=STOP_TIMEOUT_S)
+    kill_group(proc)
+
+
+def kill_group(proc):
+    """SIGKILL to what is left of proc's process group."""
     try:
-        proc.wait(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=STOP_TIMEOUT_S)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 TIMINGS = {}

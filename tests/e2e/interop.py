@@ -17,7 +17,6 @@ Environment:
 """
 
 import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -114,27 +113,11 @@ def start_server(tmpdir, name, label=None):
                          START_TIMEOUT_S, server["proc"], name, server["log"])
             return server
         except RuntimeError:
-            stop_group(server["proc"])
+            c.stop(server["proc"])
             taken = any(m in c.tail(server["log"], 400) for m in PORT_TAKEN)
             if attempt + 1 == PORT_ATTEMPTS or not taken:
                 raise
     raise AssertionError("unreachable")
-
-
-def stop_group(proc):
-    """Stops proc and every process of its session: SIGTERM, SIGKILL after
-    conftest.STOP_TIMEOUT_S; then whatever of the group is left."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=c.STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=c.STOP_TIMEOUT_S)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # a child that outlived its parent
-    except ProcessLookupError:
-        pass
 
 
 @pytest.fixture(scope="session", params=SERVERS)
@@ -162,4 +145,4 @@ def interop(request, e2e_tmpdir):
     finally:
         if gw is not None:
             c.stop(gw["proc"])
-        stop_group(server["proc"])
+        c.stop(server["proc"])

@@ -7,6 +7,7 @@ clear error, and the survivor takes all the traffic."""
 
 import json
 import os
+import signal
 import threading
 import time
 import urllib.error
@@ -202,7 +203,7 @@ def test_killing_a_triton_mid_run_loses_nothing(fleet):
         t.start()
     for _ in range(80):
         answered.acquire()
-    victim["proc"].kill()
+    os.killpg(victim["proc"].pid, signal.SIGKILL)  # the server and its backend stubs
     victim["proc"].wait()
     for t in threads:
         t.join()

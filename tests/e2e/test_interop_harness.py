@@ -32,6 +32,6 @@ def test_a_taken_port_makes_the_server_start_again_on_new_ports(e2e_tmpdir, monk
             assert c.http_status(server["http"] + "/v2/models/add_sub/ready") == 200
             assert servers.grpc_ready(server["grpc"])
         finally:
-            servers.stop_group(server["proc"])
+            c.stop(server["proc"])
     with pytest.raises(ProcessLookupError):
         os.killpg(server["proc"].pid, 0)  # nothing of its session is left
