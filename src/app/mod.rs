@@ -44,8 +44,9 @@ pub struct Gateway {
     reload_source: std::sync::OnceLock<ReloadSource>,
     models: ModelCache,
     forward_pattern: Option<Regex>,
-    /// Set at SIGTERM: the gateway no longer says it is ready.
-    draining: std::sync::atomic::AtomicBool,
+    /// Set at SIGTERM: the gateway no longer says it is ready (a watch, so
+    /// the gRPC health service can wait for it).
+    draining: tokio::sync::watch::Sender<bool>,
 }
 
 impl Gateway {
@@ -70,7 +71,7 @@ impl Gateway {
             metrics,
             inflight: Arc::default(),
             forward_pattern,
-            draining: std::sync::atomic::AtomicBool::new(false),
+            draining: tokio::sync::watch::Sender::new(false),
             config,
         })
     }
@@ -89,14 +90,25 @@ impl Gateway {
     /// (HTTP v2 and v1, gRPC `ServerReady`) say this.
     pub(crate) async fn ready(&self) -> bool {
         self.pool.started().await;
-        !self.draining.load(std::sync::atomic::Ordering::Acquire) && self.pool.any_usable()
+        !self.is_draining() && self.pool.any_usable()
     }
 
     /// The drain has begun (SIGTERM): readiness turns false, so a load
     /// balancer probing on a kept-alive connection moves on.
     pub(crate) fn start_draining(&self) {
-        self.draining
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.draining.send_replace(true);
+    }
+
+    /// Whether the drain has begun.
+    pub(crate) fn is_draining(&self) -> bool {
+        *self.draining.borrow()
+    }
+
+    /// Resolves once the drain has begun (at once if it has).
+    pub(crate) async fn drain_started(&self) {
+        let mut draining = self.draining.subscribe();
+        // The sender lives as long as `self`: `wait_for` cannot fail here.
+        let _ = draining.wait_for(|draining| *draining).await;
     }
 
     /// The upstream pool (shared with the gRPC passthrough and tests).

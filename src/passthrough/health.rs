@@ -12,6 +12,9 @@
 //!   a repository index, such as KServe) is unknown: `Check` answers
 //!   `NOT_FOUND`.
 //!
+//! From SIGTERM on, every status is `NOT_SERVING` (as `ServerReady`), so a
+//! readiness probe takes the pod out of rotation while it drains.
+//!
 //! A status is set only when it changes, so `Watch` streams send changes,
 //! not every pass. Calls pass the gateway's access rules for the `health`
 //! group (open to all by default).
@@ -76,7 +79,7 @@ async fn keep_in_step(
 ) -> Infallible {
     let pool = gateway.pool();
     pool.started().await;
-    loop {
+    while !gateway.is_draining() {
         let pass = pool.passes();
         let serving = serving_models(pool);
         let known: BTreeSet<String> = set
@@ -93,8 +96,16 @@ async fn keep_in_step(
         for name in SERVER_NAMES {
             update(&reporter, &mut set, name, pool.any_usable()).await;
         }
-        pool.passes_reach(pass + 1).await;
+        tokio::select! {
+            _ = pool.passes_reach(pass + 1) => {}
+            _ = gateway.drain_started() => {}
+        }
     }
+    let names: Vec<String> = set.keys().cloned().collect();
+    for name in names {
+        update(&reporter, &mut set, &name, false).await;
+    }
+    std::future::pending().await
 }
 
 /// The models some usable backend has reported ready.

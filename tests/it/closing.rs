@@ -277,3 +277,32 @@ fn h2_streams_in_flight_at_sigterm_are_answered_after_goaway() {
     assert!(ended.is_ok(), "{ended:?}");
     assert!(gw.process.child.wait().unwrap().success());
 }
+
+#[test]
+fn grpc_health_turns_not_serving_at_sigterm() {
+    use super::grpc_passthrough::{health_client, watch_until};
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::HealthCheckRequest;
+
+    let mut gw = Gw::start("[server]\ngrace_period_seconds = 600\n", &[]);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut server = runtime.block_on(async {
+        let mut health = health_client(gw.grpc).await;
+        let request = HealthCheckRequest {
+            service: String::new(),
+        };
+        let mut server = health.watch(request).await.unwrap().into_inner();
+        watch_until(&mut server, ServingStatus::Serving).await;
+        server
+    });
+    terminate(&gw);
+    // A readiness probe takes the pod out of rotation while it drains.
+    runtime.block_on(watch_until(&mut server, ServingStatus::NotServing));
+    drop(server);
+    drop(runtime);
+    assert!(gw.process.child.wait().unwrap().success());
+}

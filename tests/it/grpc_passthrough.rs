@@ -580,14 +580,17 @@ async fn compressed_messages_from_stock_clients_are_accepted() {
 }
 
 /// A `grpc.health.v1` client of the passthrough at `addr`.
-async fn health_client(addr: SocketAddr) -> HealthClient<Channel> {
+pub(super) async fn health_client(addr: SocketAddr) -> HealthClient<Channel> {
     let channel = Channel::from_shared(format!("http://{addr}")).unwrap();
     HealthClient::new(channel.connect().await.expect("connects"))
 }
 
 /// Reads `stream` until it says `want` (within a bound, so a wrong status
 /// fails the test instead of hanging it).
-async fn watch_until(stream: &mut tonic::Streaming<HealthCheckResponse>, want: ServingStatus) {
+pub(super) async fn watch_until(
+    stream: &mut tonic::Streaming<HealthCheckResponse>,
+    want: ServingStatus,
+) {
     let wait = async {
         while let Some(response) = stream.next().await {
             if response.expect("watch stays open").status == want as i32 {
