@@ -237,15 +237,21 @@ async fn h2_post(
     Ok((status, String::from_utf8(out).unwrap()))
 }
 
-#[test]
-fn h2_streams_in_flight_at_sigterm_are_answered_after_goaway() {
-    let mut gw = Gw::start("[server]\ngrace_period_seconds = 600\n", &[]);
-    // Its own thread drives the h2 connection between the steps.
+/// A gateway with a long grace period, and a runtime whose own thread
+/// drives an h2 client's connection between the test's steps.
+fn draining_with_a_client() -> (Gw, tokio::runtime::Runtime) {
+    let gw = Gw::start("[server]\ngrace_period_seconds = 600\n", &[]);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
+    (gw, runtime)
+}
+
+#[test]
+fn h2_streams_in_flight_at_sigterm_are_answered_after_goaway() {
+    let (mut gw, runtime) = draining_with_a_client();
     let addr = gw.http;
     let (client, connection) = runtime.block_on(async {
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -284,12 +290,7 @@ fn grpc_health_turns_not_serving_at_sigterm() {
     use tonic_health::pb::health_check_response::ServingStatus;
     use tonic_health::pb::HealthCheckRequest;
 
-    let mut gw = Gw::start("[server]\ngrace_period_seconds = 600\n", &[]);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let (mut gw, runtime) = draining_with_a_client();
     let mut server = runtime.block_on(async {
         let mut health = health_client(gw.grpc).await;
         let request = HealthCheckRequest {
