@@ -23,7 +23,8 @@ use tensorgate_proto::inference::model_infer_request::{
 use tensorgate_proto::inference::{ModelInferRequest, ModelInferResponse};
 use tokio::net::TcpStream;
 
-use super::{f32s, le_bytes, Response};
+use crate::link::Response;
+use crate::workload::{f32s, le_bytes};
 
 const PATH: &str = "/inference.GRPCInferenceService/ModelInfer";
 /// Receive windows the client offers (the stream's and the connection's),
@@ -177,5 +178,47 @@ impl Conn {
             body: kept,
             body_len,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tensorgate_proto::inference::model_infer_response::InferOutputTensor;
+
+    use super::*;
+
+    #[test]
+    fn the_message_is_framed_add_sub_with_raw_inputs() {
+        let framed = message(&[1.0, 2.0], &[3.0, 4.0]);
+        assert_eq!(framed[0], 0);
+        let len = u32::from_be_bytes([framed[1], framed[2], framed[3], framed[4]]) as usize;
+        assert_eq!(len, framed.len() - 5);
+        let request = ModelInferRequest::decode(&framed[5..]).unwrap();
+        assert_eq!(request.model_name, "add_sub");
+        assert_eq!(request.inputs[1].shape, [2]);
+        assert_eq!(f32s(&request.raw_input_contents[1]), [3.0, 4.0]);
+    }
+
+    #[test]
+    fn outputs_are_read_from_raw_output_contents() {
+        let output = |name: &str| InferOutputTensor {
+            name: name.to_string(),
+            datatype: "FP32".to_string(),
+            ..Default::default()
+        };
+        let mut answer = ModelInferResponse {
+            outputs: vec![output("OUTPUT0"), output("OUTPUT1")],
+            raw_output_contents: vec![le_bytes(&[4.0]).into(), le_bytes(&[-2.0]).into()],
+            ..Default::default()
+        };
+        let framed = |m: &ModelInferResponse| [&[0u8; 5][..], &m.encode_to_vec()].concat();
+        let seen = outputs(&framed(&answer)).unwrap();
+        assert_eq!(
+            (&seen["OUTPUT0"][..], &seen["OUTPUT1"][..]),
+            (&[4.0][..], &[-2.0][..])
+        );
+        answer.raw_output_contents.pop();
+        assert!(outputs(&framed(&answer)).is_err());
+        assert!(outputs(b"\0\0").is_err());
     }
 }
