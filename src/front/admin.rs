@@ -3,66 +3,79 @@
 //! upstream group, for operators: each backend's address, health,
 //! in-flight count, requests served and the models it serves.
 
+use serde::Serialize;
+
 use crate::app::metadata::{GATEWAY_NAME, GATEWAY_VERSION};
 use crate::upstream::{Models, Pool};
-use crate::wire::json_write::{write_str, write_u64};
+
+/// The whole answer. Written with serde_json: this endpoint is ours, so no
+/// byte of it has to equal another server's (unlike the v2 bodies, which
+/// `wire::json_write` writes as Triton's rapidjson does); the fields come
+/// out in the order they are declared.
+#[derive(Serialize)]
+struct BackendsView {
+    gateway: GatewayView,
+    backends: Vec<BackendView>,
+}
+
+#[derive(Serialize)]
+struct GatewayView {
+    name: &'static str,
+    version: &'static str,
+}
+
+#[derive(Serialize)]
+struct BackendView {
+    address: String,
+    usable: bool,
+    seen_ready: bool,
+    /// False until a check has passed once.
+    healthy: bool,
+    ejected: bool,
+    draining: bool,
+    /// The latest failure of a check or a request since the backend last
+    /// answered.
+    last_error: Option<String>,
+    inflight: usize,
+    served: u64,
+    /// Sorted; `None` (null) when the backend has no repository index.
+    models: Option<Vec<String>>,
+}
 
 /// `{"gateway":{"name":"tensorgate","version":".."},"backends":[{"address":..,"usable":..,"seen_ready":..,"healthy":..,
 /// "ejected":..,"draining":..,"last_error":".."|null,"inflight":..,
-/// "served":..,"models":[..]|null}]}` (`healthy` is false until a check
-/// has passed once; `last_error` is the latest failure of a check or a
-/// request since the backend last answered; `models` is null when the
-/// backend has no repository index).
+/// "served":..,"models":[..]|null}]}`.
 pub(crate) fn backends_json(pool: &Pool) -> Vec<u8> {
-    let mut out = b"{\"gateway\":{\"name\":".to_vec();
-    write_str(&mut out, GATEWAY_NAME.as_bytes());
-    out.extend_from_slice(b",\"version\":");
-    write_str(&mut out, GATEWAY_VERSION.as_bytes());
-    out.extend_from_slice(b"},\"backends\":[");
-    for (i, b) in pool.backends().iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(b"{\"address\":");
-        write_str(&mut out, b.addr.to_string().as_bytes());
-        for (key, value) in [
-            ("usable", b.usable()),
-            ("seen_ready", b.seen_ready()),
-            ("healthy", b.healthy()),
-            ("ejected", b.ejected()),
-            ("draining", b.draining()),
-        ] {
-            out.extend_from_slice(format!(",\"{key}\":{value}").as_bytes());
-        }
-        out.extend_from_slice(b",\"last_error\":");
-        match b.last_error() {
-            Some(error) => write_str(&mut out, error.as_bytes()),
-            None => out.extend_from_slice(b"null"),
-        }
-        out.extend_from_slice(b",\"inflight\":");
-        write_u64(&mut out, b.inflight() as u64);
-        out.extend_from_slice(b",\"served\":");
-        write_u64(&mut out, b.served());
-        out.extend_from_slice(b",\"models\":");
-        match &*b.models() {
-            Models::Unknown => out.extend_from_slice(b"null"),
-            Models::Ready(names) => {
-                let mut names: Vec<&String> = names.iter().collect();
-                names.sort();
-                out.push(b'[');
-                for (j, name) in names.iter().enumerate() {
-                    if j > 0 {
-                        out.push(b',');
+    let view = BackendsView {
+        gateway: GatewayView {
+            name: GATEWAY_NAME,
+            version: GATEWAY_VERSION,
+        },
+        backends: pool
+            .backends()
+            .iter()
+            .map(|b| BackendView {
+                address: b.addr.to_string(),
+                usable: b.usable(),
+                seen_ready: b.seen_ready(),
+                healthy: b.healthy(),
+                ejected: b.ejected(),
+                draining: b.draining(),
+                last_error: b.last_error(),
+                inflight: b.inflight(),
+                served: b.served(),
+                models: match &*b.models() {
+                    Models::Unknown => None,
+                    Models::Ready(names) => {
+                        let mut names: Vec<String> = names.iter().cloned().collect();
+                        names.sort();
+                        Some(names)
                     }
-                    write_str(&mut out, name.as_bytes());
-                }
-                out.push(b']');
-            }
-        }
-        out.push(b'}');
-    }
-    out.extend_from_slice(b"]}");
-    out
+                },
+            })
+            .collect(),
+    };
+    serde_json::to_vec(&view).expect("structs of strings, numbers and bools always serialize")
 }
 
 /// The admin listener's app (pingora `ServeHttp`): `GET /metrics`,
