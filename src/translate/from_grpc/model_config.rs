@@ -41,6 +41,8 @@
 
 use std::sync::OnceLock;
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
 use prost::Message as _;
 use prost_reflect::{
     DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor,
@@ -222,7 +224,9 @@ fn write_value(out: &mut Vec<u8>, value: &Value, kind: &Kind, path: &str) {
         Value::F32(v) => write_protobuf_number(out, f64::from(*v), simple_ftoa(*v)),
         Value::F64(v) => write_protobuf_number(out, *v, simple_dtoa(*v)),
         Value::String(s) => write_str(out, s.as_bytes()),
-        Value::Bytes(b) => write_str(out, base64_encode(b).as_bytes()),
+        // protobuf's `Base64Escape`: the standard alphabet, padded. (No
+        // field of today's ModelConfig is `bytes`; a later one would be.)
+        Value::Bytes(b) => write_str(out, STANDARD.encode(b).as_bytes()),
         Value::EnumNumber(n) => match kind {
             Kind::Enum(e) => match e.get_value(*n) {
                 Some(v) => write_str(out, v.name().as_bytes()),
@@ -336,28 +340,6 @@ fn simple_dtoa(v: f64) -> String {
     } else {
         format_g(v, 17)
     }
-}
-
-/// Standard base64 with padding (protobuf's `Base64Escape`).
-fn base64_encode(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -625,12 +607,11 @@ mod tests {
     }
 
     #[test]
-    fn base64_padding() {
-        assert_eq!(base64_encode(b""), "");
-        assert_eq!(base64_encode(b"h"), "aA==");
-        assert_eq!(base64_encode(b"he"), "aGU=");
-        assert_eq!(base64_encode(b"hel"), "aGVs");
-        assert_eq!(base64_encode(&[0xFB, 0xFF, 0xBF]), "+/+/");
+    fn bytes_are_padded_standard_base64() {
+        let mut out = Vec::new();
+        let bytes = Value::Bytes(bytes::Bytes::from_static(&[0xFB, 0xFF, 0xBF, b'h']));
+        write_value(&mut out, &bytes, &Kind::Bytes, "");
+        assert_eq!(out, br#""+/+/aA==""#);
     }
 
     #[test]

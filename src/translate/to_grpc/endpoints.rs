@@ -52,6 +52,14 @@ fn c_string(bytes: &[u8]) -> String {
 /// `A-Z a-z 0-9 + /` (including `=` padding, whitespace, NUL) is skipped, and
 /// a trailing incomplete group yields only its complete bytes (1 leftover
 /// sextet: nothing; 2: one byte; 3: two bytes). Never fails.
+///
+/// Hand-written, not the `base64` crate (which the encoder in
+/// `from_grpc::model_config` uses): that crate's decoders refuse what
+/// libb64 skips (stray bytes, padding in the middle, a lone trailing
+/// sextet), so a body Triton accepts would be refused here, or decode to
+/// other bytes. The load API's files and the CUDA handles must come out
+/// byte for byte as Triton decodes them (`base64_is_libb64_lenient` pins
+/// the cases).
 pub(crate) fn base64_decode_lenient(input: &[u8]) -> Vec<u8> {
     fn sextet(b: u8) -> Option<u32> {
         match b {
