@@ -89,14 +89,26 @@ fn headers(metadata: MetadataMap, timeout: Duration) -> http::HeaderMap {
 }
 
 /// The failure an answer's head carries: a status without a message, or
-/// an HTTP status other than 200 (mapped as gRPC's HTTP-to-gRPC table).
+/// an HTTP status other than 200.
+///
+/// The HTTP statuses map as gRPC's "HTTP to gRPC Status Code Mapping"
+/// (grpc/grpc, `doc/http-grpc-status-mapping.md`) says a client maps an
+/// answer without `grpc-status` (one from a proxy in between, say): a
+/// `grpc-status` present is used as it is; 400 and 431 are INTERNAL, 401
+/// UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 UNIMPLEMENTED, 429, 502,
+/// 503 and 504 UNAVAILABLE, every other status UNKNOWN. The document's
+/// 200 (UNKNOWN: a real success carries `grpc-status`) is judged at the
+/// answer's end, not here: a 200 head without it is the normal start of a
+/// message whose status comes in the trailers, which the caller relays.
+/// Written out because tonic's copy of this table (`infer_grpc_status`)
+/// is private to tonic.
 fn refused(answer: &RawAnswer) -> Option<Status> {
     if let Some(status) = Status::from_header_map(answer.headers()) {
         return (status.code() != Code::Ok).then_some(status);
     }
     let code = match answer.status().as_u16() {
         200 => return None,
-        400 => Code::Internal,
+        400 | 431 => Code::Internal,
         401 => Code::Unauthenticated,
         403 => Code::PermissionDenied,
         404 => Code::Unimplemented,
@@ -137,11 +149,34 @@ mod tests {
             (status.code(), status.message()),
             (Code::NotFound, "no such model")
         );
+        // A grpc-status in the head wins over the HTTP status.
         assert_eq!(
-            refused(&answer(503, &[])).unwrap().code(),
-            Code::Unavailable
+            refused(&answer(503, &[("grpc-status", "8")]))
+                .unwrap()
+                .code(),
+            Code::ResourceExhausted
         );
-        assert_eq!(refused(&answer(418, &[])).unwrap().code(), Code::Unknown);
+    }
+
+    #[test]
+    fn an_http_status_without_grpc_status_maps_as_grpcs_document_says() {
+        for (http, code) in [
+            (400, Code::Internal),
+            (401, Code::Unauthenticated),
+            (403, Code::PermissionDenied),
+            (404, Code::Unimplemented),
+            (429, Code::Unavailable),
+            (431, Code::Internal),
+            (502, Code::Unavailable),
+            (503, Code::Unavailable),
+            (504, Code::Unavailable),
+            (418, Code::Unknown),
+            (500, Code::Unknown),
+        ] {
+            let status = refused(&answer(http, &[])).unwrap();
+            assert_eq!(status.code(), code, "{http}");
+            assert!(status.message().contains(&http.to_string()), "{status:?}");
+        }
     }
 
     #[test]
