@@ -1,8 +1,9 @@
 //! The HTTP/1.1 mode's connection: the pre-built request written with raw
-//! non-blocking socket calls (tokio `net` only), the response parsed just
-//! enough to find its end (status line, headers, then `Content-Length`,
-//! chunked or until close). Deliberately cheap, so the client's own work
-//! stays small beside what it measures.
+//! non-blocking socket calls (tokio `net` only), the response read just
+//! far enough to find its end (the head parsed by `httparse`, then
+//! `Content-Length`, chunked or until close). Not hyper's client: this
+//! loop is deliberately cheap, so the client's own work stays small beside
+//! what it measures, and `--rate-mb-s` paces every socket call.
 
 use std::io;
 use std::net::SocketAddr;
@@ -162,9 +163,7 @@ impl Conn {
 
     async fn read_head(&mut self) -> io::Result<Head> {
         let (start, end) = self.read_until(b"\r\n\r\n", MAX_HEAD).await?;
-        let text = std::str::from_utf8(&self.buf[start..end])
-            .map_err(|_| bad("response head is not UTF-8"))?;
-        parse_head(text)
+        parse_head(&self.buf[start..end + 4])
     }
 
     /// Sends `request` and reads the whole response. The body is kept
@@ -216,10 +215,14 @@ impl Conn {
         let mut body_len = 0;
         loop {
             let (s, e) = self.read_until(b"\r\n", 1024).await?;
-            let line = std::str::from_utf8(&self.buf[s..e]).unwrap_or("");
-            let hex = line.split(';').next().unwrap_or("").trim();
-            let size = u64::from_str_radix(hex, 16)
-                .map_err(|_| bad(format!("bad chunk size line {line:?}")))?;
+            let line = &self.buf[s..e + 2];
+            let size = match httparse::parse_chunk_size(line) {
+                Ok(httparse::Status::Complete((_, size))) => size,
+                _ => {
+                    let line = String::from_utf8_lossy(line);
+                    return Err(bad(format!("bad chunk size line {line:?}")));
+                }
+            };
             if size == 0 {
                 // Trailers, then the empty line.
                 loop {
@@ -239,28 +242,28 @@ impl Conn {
     }
 }
 
-/// The status line and the headers that say where the body ends.
-fn parse_head(text: &str) -> io::Result<Head> {
-    let mut lines = text.split("\r\n");
-    let status_line = lines.next().unwrap_or("");
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or("");
-    let status = parts
-        .next()
-        .and_then(|s| s.parse::<u16>().ok())
-        .filter(|_| version.starts_with("HTTP/1."))
-        .ok_or_else(|| bad(format!("bad status line {status_line:?}")))?;
+/// Headers a response head may have (more is refused).
+const MAX_HEADERS: usize = 64;
+
+/// The status and the headers that say where the body ends, from the
+/// whole head (its empty line included).
+fn parse_head(bytes: &[u8]) -> io::Result<Head> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut headers);
+    match response.parse(bytes) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Err(bad("response head cut short")),
+        Err(e) => return Err(bad(format!("bad response head: {e}"))),
+    }
     let mut head = Head {
-        status,
+        status: response.code.unwrap_or_default(),
         content_length: None,
         chunked: false,
-        close: version == "HTTP/1.0",
+        close: response.version == Some(0),
         inference_header_len: None,
     };
-    for line in lines {
-        let Some((name, value)) = line.split_once(':') else {
-            continue;
-        };
+    for header in response.headers.iter() {
+        let (name, value) = (header.name, String::from_utf8_lossy(header.value));
         let value = value.trim();
         if name.eq_ignore_ascii_case("content-length") {
             head.content_length = Some(
