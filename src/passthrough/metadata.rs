@@ -41,7 +41,10 @@ pub(super) fn deadline(metadata: &MetadataMap) -> Option<Duration> {
     Some(timeout - (timeout / 20).min(DEADLINE_MARGIN_MAX))
 }
 
-/// `grpc-timeout`: 1 to 8 ASCII digits and a unit (`H M S m u n`).
+/// `grpc-timeout`: 1 to 8 ASCII digits and a unit (`H M S m u n`), as
+/// gRPC's PROTOCOL-HTTP2.md defines it. Written out because tonic parses
+/// it only inside its server's timeout layer (private to tonic), and the
+/// passthrough must read it to keep a margin (see `deadline`).
 fn parse_timeout(value: &str) -> Option<Duration> {
     let (digits, unit) = value.split_at_checked(value.len().checked_sub(1)?)?;
     if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {

@@ -78,7 +78,11 @@ fn power_of_two(candidates: &Candidates, random: u64) -> Option<Arc<Backend>> {
     }
 }
 
-/// splitmix64: a well-spread pseudo-random number from a counter.
+/// splitmix64: a well-spread pseudo-random number from a counter. Not a
+/// `rand`/`fastrand` generator: the draw comes from the turn counter the
+/// picker keeps anyway (one atomic add, no per-thread state), and the
+/// draws are the same every run, so the spread test below cannot fail by
+/// chance.
 fn mix(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
