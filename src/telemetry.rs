@@ -4,6 +4,8 @@
 //! trace (W3C `traceparent`) and its id is what the upstream receives as
 //! parent, so client, gateway and server spans form one trace.
 
+use std::io::IsTerminal;
+
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -34,7 +36,11 @@ impl Telemetry {
             Err(e) => return Err(format!("{LOG_VARIABLE}: {e}")),
         };
         let filter = quiet_health_flips(filter);
-        let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+        // Colour codes only for a person at a terminal: a file, a pipe or a
+        // container's log collector gets plain text.
+        let fmt = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal());
         let fmt = match log.format {
             LogFormat::Text => fmt.boxed(),
             LogFormat::Json => fmt.json().boxed(),

@@ -84,6 +84,14 @@ fn the_demo_answers_like_triton_and_keeps_the_connection() {
 }
 
 #[test]
+fn a_log_written_to_a_file_is_plain_text() {
+    let gw = GatewayProcess::demo(&[]);
+    let text = gw.log_text();
+    assert!(text.contains("tensorgate listening"), "{text}");
+    assert!(!text.contains('\x1b'), "colour codes in a file: {text:?}");
+}
+
+#[test]
 fn answers_say_via_tensorgate_while_the_metadata_is_the_upstreams() {
     let gw = GatewayProcess::demo(&[]);
     let mut s = connect(&gw);
