@@ -21,6 +21,7 @@ pub(crate) mod json_str;
 pub(crate) mod metrics;
 pub mod model;
 pub mod passthrough;
+pub mod proto;
 pub mod server;
 pub mod telemetry;
 pub(crate) mod trace;
@@ -29,6 +30,3 @@ pub mod upstream;
 pub mod wire;
 
 pub use app::Gateway;
-/// The generated gRPC types (crate `tensorgate-proto`), under the name the
-/// gateway's code and its tests use.
-pub use tensorgate_proto as proto;
