@@ -1,5 +1,7 @@
 //! The `tensorgate` binary: parse the command line, load and validate the
-//! config, then run (the only place that exits the process).
+//! config (`check-config` stops there and prints it), then run. Errors
+//! before serving become exit codes here; once serving, `server` ends the
+//! process itself (pingora's stop, the drain's end).
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
