@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 mod connections;
 mod generate;
@@ -72,7 +72,7 @@ pub const DEFAULT_ANNOUNCE_GATEWAY: bool = false;
 /// One worker thread per core of the small machines gateways run on.
 pub const DEFAULT_THREADS: usize = 2;
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub server: Server,
@@ -90,7 +90,7 @@ pub struct Config {
 }
 
 /// HTTPS (h1 and h2 by ALPN) beside the plain listener.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Tls {
     /// `IP:PORT` of the HTTPS listener; unset: no HTTPS.
@@ -115,7 +115,7 @@ impl Default for Tls {
 }
 
 /// TLS (and mutual TLS) toward the upstream backends.
-#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpstreamTls {
     /// PEM CA certificate(s) that sign the backends' certificates.
@@ -138,7 +138,7 @@ impl UpstreamTls {
 }
 
 /// Logging: `tracing` to stderr.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Log {
     /// `tracing` filter (`info`, `tensorgate=debug`, ...); the environment
@@ -152,7 +152,7 @@ pub struct Log {
     pub otlp_endpoint: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum LogFormat {
     #[default]
@@ -171,7 +171,7 @@ impl Default for Log {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Server {
     pub listen: String,
@@ -182,7 +182,7 @@ pub struct Server {
     pub announce_gateway: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Upstream {
     /// The group's backends, `HOST:PORT` each. Names are re-resolved every
@@ -209,7 +209,7 @@ pub struct Upstream {
 }
 
 /// How a backend is chosen for a request without a sequence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Balance {
     #[default]
@@ -220,7 +220,7 @@ pub enum Balance {
     PowerOfTwo,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Health {
     pub interval_ms: u64,
@@ -233,7 +233,7 @@ pub struct Health {
 
 /// The admin listener: `GET /metrics` (Prometheus), `GET /health`,
 /// `GET /backends`. Kept off the client port so it can stay private.
-#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct Admin {
     /// `IP:PORT`; unset: no admin listener.
@@ -241,7 +241,7 @@ pub struct Admin {
 }
 
 /// The gRPC passthrough listener (`inference.GRPCInferenceService`).
-#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct Grpc {
     /// `IP:PORT` to accept gRPC clients on (h2c); unset: no gRPC listener.
@@ -250,7 +250,7 @@ pub struct Grpc {
     pub tls: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     pub max_input_size: usize,
@@ -272,7 +272,7 @@ pub struct Limits {
 }
 
 /// API keys. Off while no key is configured (inline or in the file).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Auth {
     /// Keys inline.
@@ -293,12 +293,19 @@ pub struct Auth {
 
 /// One `--http-restricted-api` entry, in Triton's form
 /// `model-repository,logging:admin-key=secret`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(try_from = "String")]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct RestrictedApi {
     pub groups: Vec<String>,
     pub header: String,
     pub value: String,
+}
+
+/// Written back in the same form (`tensorgate check-config` prints it).
+impl From<RestrictedApi> for String {
+    fn from(r: RestrictedApi) -> String {
+        format!("{}:{}={}", r.groups.join(","), r.header, r.value)
+    }
 }
 
 impl TryFrom<String> for RestrictedApi {
@@ -320,7 +327,7 @@ impl TryFrom<String> for RestrictedApi {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApiKey {
     pub key: String,
@@ -328,6 +335,9 @@ pub struct ApiKey {
     #[serde(default)]
     pub groups: Vec<String>,
 }
+
+/// What [`Config::without_secrets`] shows in place of a secret.
+const SECRET_SHOWN: &str = "***";
 
 /// Triton's `--http-restricted-api` groups, plus `admin` (tensorgate's own).
 pub const ENDPOINT_GROUPS: [&str; 10] = [
@@ -392,7 +402,7 @@ impl Auth {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct Http {
     /// Like Triton's `--http-header-forward-pattern`: matching request
@@ -550,6 +560,27 @@ impl Config {
         toml::from_str(text).map_err(|e| e.to_string())
     }
 
+    /// The configuration as TOML that [`Config::from_toml`] reads back to
+    /// the same value: every section and every key with its value, defaults
+    /// included, except optional keys that are unset (TOML has no null).
+    /// `tensorgate check-config` prints it.
+    pub fn to_toml(&self) -> Result<String, String> {
+        toml::to_string(self).map_err(|e| e.to_string())
+    }
+
+    /// The same configuration with its secrets (API keys, the values of
+    /// restricted-API headers) replaced by `***`, to be shown or logged.
+    pub fn without_secrets(&self) -> Config {
+        let mut shown = self.clone();
+        for key in &mut shown.auth.keys {
+            key.key = SECRET_SHOWN.to_string();
+        }
+        for restricted in &mut shown.auth.restricted_api {
+            restricted.value = SECRET_SHOWN.to_string();
+        }
+        shown
+    }
+
     /// Checks everything that would otherwise fail after ports are bound.
     pub fn validate(&self) -> Result<(), String> {
         self.listen_addr()?;
@@ -688,6 +719,26 @@ mod tests {
                 value: "a=b".into(),
             }]
         );
+    }
+
+    #[test]
+    fn the_printed_config_reads_back_the_same_without_its_secrets() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tensorgate.toml");
+        let example = Config::from_file(&path).expect("example config parses");
+        let printed = example.to_toml().expect("prints");
+        assert_eq!(Config::from_toml(&printed), Ok(example));
+        let text = "[auth]\nrestricted_api = [\"logging:admin-key=secret\"]\n\
+                    [[auth.keys]]\nkey = \"k3y\"\ngroups = [\"inference\"]\n\
+                    [admin]\nlisten = \"127.0.0.1:9000\"\n";
+        let config = Config::from_toml(text).expect("parses");
+        let printed = config.to_toml().expect("prints");
+        assert_eq!(Config::from_toml(&printed).as_ref(), Ok(&config));
+        let shown = config.without_secrets().to_toml().expect("prints");
+        assert!(
+            !shown.contains("secret") && !shown.contains("k3y"),
+            "{shown}"
+        );
+        assert!(shown.contains("logging:admin-key=***"), "{shown}");
     }
 
     #[test]

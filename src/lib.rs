@@ -1,15 +1,26 @@
 //! tensorgate: a KServe v2 HTTP gateway (JSON and Triton's binary tensor
 //! extension) in front of gRPC inference servers, byte-compatible with
-//! Triton's own HTTP endpoint.
+//! Triton's own HTTP endpoint, and a relay for gRPC clients.
 //!
-//! Modules in the order data flows through them:
-//! `front` (pingora glue, routes, pipeline) → `wire` (pure codecs) →
-//! `model` (protocol-neutral tensors) → `translate` (to/from gRPC) →
-//! `upstream` (tonic client, model cache) → back. `error` is the one table
-//! from failure to status; `config` the typed, validated configuration.
-//! The generated gRPC types are the crate `tensorgate-proto` (re-exported
-//! as [`proto`]); the embedded demo upstream used by `tensorgate demo` and
-//! the tests is the crate `tensorgate-demo`.
+//! The modules, top layer first (ARCHITECTURE.md has the layer table,
+//! which `tests/it/layering.rs` enforces, and a line for every file):
+//!
+//! * `server`: the composition root (listeners, serving threads, drain,
+//!   reload);
+//! * the fronts, peers: `front` (HTTP: v2 and the legacy v1 `/api` routes)
+//!   and `passthrough` (gRPC: the v2 relay and the v1 gRPC service);
+//! * `app`: the core both fronts share ([`Gateway`]);
+//! * `translate`: our types ↔ the generated gRPC types;
+//! * `upstream`: the pool of gRPC backends;
+//! * `wire`: the pure codecs (JSON, the binary extension, compression, v1
+//!   text);
+//! * foundations: `model` (protocol-neutral tensors), `error` (the one
+//!   table from failure to status), `config`, `context`, `body`, `trace`,
+//!   `telemetry`, `metrics`, `json_str`, and `proto` (the generated types
+//!   of the crate `tensorgate-proto`, built from the top-level `proto/`).
+//!
+//! The embedded demo upstream used by `tensorgate demo` and the tests is
+//! the crate `tensorgate-demo`.
 
 pub(crate) mod app;
 pub(crate) mod body;
@@ -21,6 +32,7 @@ pub(crate) mod json_str;
 pub(crate) mod metrics;
 pub mod model;
 pub mod passthrough;
+pub mod proto;
 pub mod server;
 pub mod telemetry;
 pub(crate) mod trace;
@@ -29,6 +41,3 @@ pub mod upstream;
 pub mod wire;
 
 pub use app::Gateway;
-/// The generated gRPC types (crate `tensorgate-proto`), under the name the
-/// gateway's code and its tests use.
-pub use tensorgate_proto as proto;

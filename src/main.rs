@@ -1,5 +1,7 @@
 //! The `tensorgate` binary: parse the command line, load and validate the
-//! config, then run (the only place that exits the process).
+//! config (`check-config` stops there and prints it), then run. Errors
+//! before serving become exit codes here; once serving, `server` ends the
+//! process itself (pingora's stop, the drain's end).
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -89,6 +91,13 @@ enum Command {
         #[arg(long, default_value = DEFAULT_UPSTREAM)]
         listen: String,
     },
+    /// Check a config file as the gateway would (parse, resolve the listen
+    /// addresses, validate) and print the effective configuration: every
+    /// section, defaults filled in. Exits 1 with the error if it is invalid.
+    CheckConfig {
+        /// The config file (TOML).
+        file: PathBuf,
+    },
 }
 
 impl Cli {
@@ -103,8 +112,10 @@ impl Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Command::DemoUpstream { listen }) = &cli.command {
-        return demo_upstream(listen);
+    match &cli.command {
+        Some(Command::DemoUpstream { listen }) => return demo_upstream(listen),
+        Some(Command::CheckConfig { file }) => return check_config(file),
+        _ => {}
     }
     let mut config = match load(&cli) {
         Ok(config) => config,
@@ -176,6 +187,43 @@ fn load(cli: &Cli) -> Result<Config, String> {
         Some(path) => Config::from_file(path)?,
         None => Config::default(),
     };
+    settle(&mut config, flags, cli.upstream.as_deref())?;
+    Ok(config)
+}
+
+/// `tensorgate check-config FILE`: the file through the same steps as
+/// `--config FILE` (without flags), then the effective configuration on
+/// stdout; exit 1 with the error on stderr.
+fn check_config(path: &std::path::Path) -> ExitCode {
+    let checked = Config::from_file(path).and_then(|mut config| {
+        settle(&mut config, &ServeArgs::default(), None)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        config.without_secrets().to_toml()
+    });
+    match checked {
+        Ok(text) => {
+            println!(
+                "# The effective configuration of {}:\n\
+                 # every section, defaults filled in, listen addresses resolved;\n\
+                 # optional keys that are unset are left out, secrets shown as ***.\n\n{text}",
+                path.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("tensorgate: invalid configuration: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The command-line overrides applied to `config`, its listen addresses
+/// resolved (each named by its flag or key in errors), then validation.
+fn settle(
+    config: &mut Config,
+    flags: &ServeArgs,
+    upstream: Option<&[String]>,
+) -> Result<(), String> {
     // Each listen address: the flag's (named by the flag) or the file's
     // (named by its key).
     let listen =
@@ -211,8 +259,8 @@ fn load(cli: &Cli) -> Result<Config, String> {
         &mut config.grpc.listen,
     )?;
     listen("", &None, "tls.listen", &mut config.tls.listen)?;
-    if let Some(upstream) = &cli.upstream {
-        config.upstream.addresses = upstream.clone();
+    if let Some(upstream) = upstream {
+        config.upstream.addresses = upstream.to_vec();
     }
     if let Some(n) = flags.http_max_input_size {
         config.limits.max_input_size = n;
@@ -233,8 +281,7 @@ fn load(cli: &Cli) -> Result<Config, String> {
             })
             .collect::<Result<_, _>>()?;
     }
-    config.validate()?;
-    Ok(config)
+    config.validate()
 }
 
 /// A listen address as `IP:PORT`: given so, or a `HOST:PORT` the OS

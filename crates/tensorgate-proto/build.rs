@@ -1,4 +1,5 @@
-//! Build script: compiles the protobuf definitions in `proto/` into Rust code.
+//! Build script: compiles the protobuf definitions in the repository's
+//! top-level `proto/` (`../../proto` from this crate) into Rust code.
 //!
 //! Everything is pure Rust: `protox` parses the `.proto` files into a
 //! `FileDescriptorSet` (no `protoc` is needed), which is
@@ -11,7 +12,11 @@
 
 use std::path::PathBuf;
 
-const PROTO_DIR: &str = "proto";
+/// The `.proto` files live at the top of the repository (the layout the
+/// product was specified with: `Cargo.toml, src, proto, config, ...`), not in
+/// this crate: they are the protocol's definition, which this crate only
+/// compiles. (The crate is not published, so reaching outside it is fine.)
+const PROTO_DIR: &str = "../../proto";
 const PROTO_FILES: [&str; 4] = [
     "grpc_service.proto",
     "model_config.proto",

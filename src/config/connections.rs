@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// A real client sends its first bytes (the h2 preface, a request line, a
 /// TLS hello) right after connecting; five seconds covers a congested link.
@@ -32,7 +32,7 @@ pub(super) const DEFAULT_LINGER_MS: u64 = 2_000;
 /// h2 pings to gRPC clients find dead peers in under a minute.
 pub(super) const DEFAULT_H2_PING_INTERVAL_MS: u64 = 30_000;
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Connections {
     /// From accept to the first bytes that tell the protocol (HTTP/1

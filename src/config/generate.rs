@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// An LLM may generate for minutes; `upstream.request_timeout_ms` (sized for
 /// one inference) would cut long generations. Ten minutes bounds a stuck one.
 pub(super) const DEFAULT_STREAM_TIMEOUT_MS: u64 = 600_000;
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Generate {
     /// Deadline of a whole generation (the `ModelStreamInfer` call).

@@ -1,12 +1,12 @@
 //! `[v1]`: the legacy TensorRT Inference Server v1 HTTP API (`/api/...`),
 //! served beside the v2 API for old clients.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// TRTIS's default `--id`; v1 clients print it in every error message.
 pub const DEFAULT_SERVER_ID: &str = "inference:0";
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct V1 {
     /// A base path the v1 API is also served under (v1 clients keep the

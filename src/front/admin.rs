@@ -81,7 +81,7 @@ pub(crate) fn backends_json(pool: &Pool) -> Vec<u8> {
 /// The admin listener's app (pingora `ServeHttp`): `GET /metrics`,
 /// `GET /health` (200 while the process serves) and `GET /backends`.
 pub(crate) struct AdminApp {
-    pub gateway: std::sync::Arc<crate::Gateway>,
+    pub gateway: std::sync::Arc<crate::app::Gateway>,
 }
 
 #[async_trait::async_trait]

@@ -160,7 +160,7 @@ pub struct StreamedResponse {
 
 impl StreamedResponse {
     /// Waits for the whole body (for callers that cannot stream: the
-    /// in-process [`crate::Gateway::handle`] and tests).
+    /// in-process [`crate::app::Gateway::handle`] and tests).
     pub async fn collect(mut self) -> HttpResponse {
         let mut body = Vec::new();
         while let Some(chunk) = self.body.recv().await {

@@ -8,7 +8,7 @@ use crate::app::guard::{bearer, Permit};
 /// (`UNAUTHENTICATED`, `PERMISSION_DENIED`, `RESOURCE_EXHAUSTED`,
 /// `UNAVAILABLE`). The permit lasts as long as the caller keeps it.
 pub(super) fn admit_grpc<T>(
-    gateway: &crate::Gateway,
+    gateway: &crate::app::Gateway,
     request: &tonic::Request<T>,
     group: &str,
 ) -> std::result::Result<Permit, tonic::Status> {
@@ -18,7 +18,7 @@ pub(super) fn admit_grpc<T>(
 /// [`admit_grpc`] for a call read as HTTP (`streamed`): its metadata and
 /// peer address.
 pub(super) fn admit(
-    gateway: &crate::Gateway,
+    gateway: &crate::app::Gateway,
     metadata: &tonic::metadata::MetadataMap,
     peer: Option<std::net::SocketAddr>,
     group: &str,

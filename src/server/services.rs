@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::app::Gateway;
 use crate::app::OpenConnections;
-use crate::Gateway;
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
@@ -99,7 +99,7 @@ fn exit(why: &str) -> ! {
 /// invalid file is refused with an error in the log, and the running
 /// configuration stays.
 pub(super) struct ReloadService {
-    pub(super) gateway: Arc<crate::Gateway>,
+    pub(super) gateway: Arc<crate::app::Gateway>,
     /// SIGHUPs caught so far (`signals`).
     pub(super) hangups: tokio::sync::watch::Receiver<u64>,
 }

@@ -50,11 +50,6 @@ const PROTO_ALLOWED: &[&str] = &[
     "error",
 ];
 
-/// Modules of the library that are other crates re-exported by `src/lib.rs`
-/// (`pub use tensorgate_proto as proto`): no file of `src/` defines them,
-/// but `crate::proto::...` paths name them all the same.
-const REEXPORTED: &[&str] = &["proto"];
-
 #[test]
 fn no_module_imports_a_layer_above_it_or_a_peer() {
     let graph = Graph::read();
@@ -143,11 +138,7 @@ impl Graph {
             .into_iter()
             .filter_map(|path| Some((module_of(&src, &path)?, path)))
             .collect();
-        let known: BTreeSet<String> = modules
-            .keys()
-            .cloned()
-            .chain(REEXPORTED.iter().map(|m| m.to_string()))
-            .collect();
+        let known: BTreeSet<String> = modules.keys().cloned().collect();
         let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for (module, path) in &modules {
             let text = std::fs::read_to_string(path).expect("source file");

@@ -11,6 +11,8 @@ mod support;
 #[path = "../support/v1.rs"]
 mod v1;
 
+mod architecture_doc;
+mod check_config;
 mod closing;
 mod codec_fixtures;
 mod edge;

@@ -1,6 +1,6 @@
 //! Generated protobuf wire types and gRPC stubs (built by `build.rs` from
-//! `proto/*.proto`), shared by the gateway (as `tensorgate::proto`) and the
-//! demo upstream (`tensorgate-demo`).
+//! the repository's top-level `proto/*.proto`), shared by the gateway (as
+//! `tensorgate::proto`) and the demo upstream (`tensorgate-demo`).
 //!
 //! These types describe Triton's gRPC protocol byte for byte; they belong at
 //! the edges of the gateway (the gRPC client and the translation layer) and
@@ -29,7 +29,7 @@ pub mod health {
 }
 
 /// Package `nvidia.inferenceserver`: the legacy TensorRT Inference Server v1
-/// messages (`proto/v1/`), spoken by the gateway's `/api/...` front and its
+/// messages (the top-level `proto/v1/`), spoken by the gateway's `/api/...` front and its
 /// v1 gRPC service.
 pub mod v1 {
     tonic::include_proto!("nvidia.inferenceserver");
