@@ -143,6 +143,18 @@ fn decode_header(
     limits: DecodeLimits,
 ) -> Result<InferRequest> {
     let root = tensor_sink::parse(header, limits.max_json_depth)?;
+    decode_document(model, version, &root, tail, limits)
+}
+
+/// The request a parsed header describes (its `data` arrays as the tensor
+/// sink left them, or as plain values).
+fn decode_document(
+    model: &str,
+    version: &str,
+    root: &Value,
+    tail: Tail,
+    limits: DecodeLimits,
+) -> Result<InferRequest> {
     let mut decoder = Decoder {
         model,
         tail,
@@ -154,7 +166,7 @@ fn decode_header(
             ..InferRequest::default()
         },
     };
-    decoder.decode_root(&root)?;
+    decoder.decode_root(root)?;
     Ok(decoder.request)
 }
 

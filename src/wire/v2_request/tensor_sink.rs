@@ -8,7 +8,7 @@
 //! gives back the elements it wrote, [`narrow::widen`]ed to the numbers
 //! that narrow to the same bytes, and the parser goes on with plain values,
 //! which module `tensor` then converts: the same tensor bytes and the same
-//! error texts as the plain path's.
+//! error texts as the plain path's (`tests::the_sink_decodes_as_plain_values_do`).
 //! The datatype is the first `datatype` member, as the decoder's is, so
 //! [`encode_data`] can take the bytes as they are.
 //!
@@ -172,9 +172,131 @@ fn fp32_run(tensor: &mut Tensor, input: &[u8], pos: usize) -> Run {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ALL_DATATYPES;
+    use crate::model::{InferRequest, InputData, ALL_DATATYPES};
+    use crate::wire::fixtures::{mutations, xorshift};
     use crate::wire::json::MAX_DEPTH;
     use crate::wire::tensor::encode_json_data;
+    use crate::wire::v2_request::{decode_document, decode_header, DecodeLimits, Tail};
+
+    const LIMITS: DecodeLimits = DecodeLimits {
+        max_input_size: 1 << 20,
+        max_json_depth: MAX_DEPTH,
+    };
+
+    /// A request header decoded through the sink (`sunk`), or through the
+    /// plain document of `json_access::parse` and module `tensor`.
+    fn decoded(header: &[u8], sunk: bool) -> Result<InferRequest> {
+        let tail = Tail::Whole(Bytes::new());
+        match sunk {
+            true => decode_header("m", "1", header, tail, LIMITS),
+            false => json_access::parse(header, MAX_DEPTH)
+                .and_then(|root| decode_document("m", "1", &root, tail, LIMITS)),
+        }
+    }
+
+    /// `{"inputs":[...]}` with one input of each `(datatype, shape, data)`,
+    /// named `I0`, `I1`...
+    fn request(inputs: &[(&str, &str, &str)]) -> String {
+        let inputs: Vec<String> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, (dtype, shape, data))| {
+                format!(r#"{{"name":"I{i}","datatype":"{dtype}","shape":{shape},"data":{data}}}"#)
+            })
+            .collect();
+        format!(r#"{{"id":"x","inputs":[{}]}}"#, inputs.join(","))
+    }
+
+    /// The sink's contract end to end: a request decodes through the sink
+    /// (tensor bytes written while parsing, given back as values at a
+    /// refusal) exactly as through plain values: the same tensors, or the
+    /// same error. Over every datatype, `data` arrays the sink takes whole,
+    /// gives back early or late (after its straight FP32 loop too) or never
+    /// takes, and byte mutations of such requests.
+    #[test]
+    fn the_sink_decodes_as_plain_values_do() {
+        let mut st = 0x5DEE_CE66_D1CE_4E5D_u64;
+        let long: Vec<String> = (0..300)
+            .map(|_| format!("{}.{}", xorshift(&mut st) % 300_000, xorshift(&mut st) % 10))
+            .collect();
+        let long = long.join(",");
+        let datas = [
+            "[1.5,-0.0,1e300,3.0]".to_string(),
+            "[1,-2,9223372036854775807,0]".into(),
+            "[1,2,3,18446744073709551615]".into(),
+            "[1,2.5,-3,4]".into(),
+            "[0,1,2,3,4]".into(),
+            "[0,1,2]".into(),
+            "[[1,2],[3,4]]".into(),
+            "[1,2,[3,4]]".into(),
+            "[1,[2,[3]],4]".into(),
+            "[1,2,\"3\",4]".into(),
+            "[1,true,3,4]".into(),
+            "[true,false,true,true]".into(),
+            "[\"a\",\"b\",\"c\",\"d\"]".into(),
+            "[1,NaN,-Infinity,4]".into(),
+            "[300,-129,65536,7]".into(),
+            "[255,256,-1,1]".into(),
+            "[ 1 , 2 ,3,\n4 ]".into(),
+            "[1,2,3,4,null]".into(),
+            "7".into(),
+            format!("[{long}]"),
+            format!("[{long},\"x\"]"),
+            format!("[{long},-1]"),
+            format!("[{long},[1]]"),
+        ];
+        let shapes = ["[4]", "[2,2]", "[3]", "[5]", "[0]", "[1]", "[300]", "[301]"];
+        let mut decoded_tensors = 0;
+        for dtype in ALL_DATATYPES {
+            for data in &datas {
+                for shape in shapes {
+                    let text =
+                        request(&[(dtype.as_str(), shape, data), ("FP32", "[2]", "[1.5,2]")]);
+                    let sunk = decoded(text.as_bytes(), true);
+                    assert_eq!(sunk, decoded(text.as_bytes(), false), "{text}");
+                    decoded_tensors += usize::from(sunk.is_ok());
+                }
+            }
+        }
+        assert!(decoded_tensors > 300, "{decoded_tensors}");
+        let seeds = [
+            request(&[
+                ("FP32", "[2,2]", "[1.5,2.25,-3.0,4e1]"),
+                ("INT8", "[3]", "[1,-2,300]"),
+            ]),
+            request(&[
+                ("UINT16", "[2]", "[[7],[65535]]"),
+                ("FP16", "[3]", "[0.1,2,-0.0]"),
+            ]),
+            request(&[
+                ("INT64", "[4]", "[9223372036854775807,-1,0,5]"),
+                ("BF16", "[1]", "[NaN]"),
+            ]),
+            request(&[
+                ("FP64", "[5]", "[1.0,2.0,3.0,4.0,5.0]"),
+                ("UINT8", "[2]", "[1,2]"),
+            ]),
+        ];
+        let seeds: Vec<&[u8]> = seeds.iter().map(|s| s.as_bytes()).collect();
+        let mut filled = 0;
+        mutations(&seeds, 20_000, |header| {
+            let sunk = decoded(header, true);
+            assert_eq!(
+                sunk,
+                decoded(header, false),
+                "{:?}",
+                String::from_utf8_lossy(header)
+            );
+            if let Ok(request) = sunk {
+                filled += request
+                    .inputs
+                    .iter()
+                    .filter(|i| matches!(&i.data, InputData::Raw(b) if !b.is_empty()))
+                    .count();
+            }
+        });
+        assert!(filled > 500, "{filled}");
+    }
 
     /// The `data` member of a request's first input.
     fn first_data(request: &Value) -> &Value {
