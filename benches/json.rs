@@ -1,11 +1,14 @@
-//! Micro-benchmark of the big-JSON work of one `/infer` request, without
+//! Micro-benchmark of the JSON work of one `/infer` request, without
 //! sockets: decoding a request of 2 × 262,144 FP32 numbers as JSON (the
 //! load tool's `w5` integral and `w4` random bodies) and encoding the JSON
-//! answer of the same size. Prints the fastest of 15 runs (the least disturbed by other work on the machine) in ms and in ns
-//! per element. Run: `cargo bench --bench json` (add `-- decode` or
-//! `-- encode` for one half, `integral` or `random` for one body, e.g.
-//! under `perf record`; `reference` adds the same work done by
-//! `serde_json`).
+//! answer of the same size; and the same for the load tool's `w2` body
+//! (2 × 16 elements, timed over batches of [`SMALL_BATCH`] requests).
+//! Prints the fastest of 15 runs (the least disturbed by other work on the
+//! machine) in ms per request and in ns per element. Run:
+//! `cargo bench --bench json` (add `-- decode` or `-- encode` for one half,
+//! `integral`, `random` or `small` for one body, e.g. under `perf record`;
+//! `reference` adds the same work done by `serde_json`; `--runs N` times N
+//! runs instead of 15, e.g. `--runs 1` under `valgrind --tool=callgrind`).
 
 use std::time::{Duration, Instant};
 
@@ -15,63 +18,138 @@ use tensorgate::wire::v2_request::{self, Body, DecodeLimits};
 use tensorgate::wire::v2_response;
 
 const ELEMENTS: usize = 262_144;
+/// Elements per input of the `w2` body.
+const SMALL: usize = 16;
+/// `w2` requests decoded (or answers encoded) per timed run: one takes
+/// microseconds, below what a single reading of the clock resolves well.
+const SMALL_BATCH: usize = 1_000;
 const RUNS: usize = 15;
 
+/// One request body of the benchmark and the values it carries.
+struct Workload {
+    name: &'static str,
+    values: Vec<f32>,
+    body: Bytes,
+    /// Requests per timed run.
+    batch: usize,
+}
+
 fn main() {
-    let words: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runs = args
+        .windows(2)
+        .find(|w| w[0] == "--runs")
+        .and_then(|w| w[1].parse().ok())
+        .unwrap_or(RUNS);
+    // `cargo bench` adds `--bench`; numbers are `--runs`'s.
+    let words: Vec<String> = args
+        .into_iter()
+        .filter(|a| !a.starts_with('-') && a.parse::<usize>().is_err())
         .collect();
     let wanted = |what: &str| picked(&words, &["decode", "encode"], what);
-    println!("| work (2 x {ELEMENTS} FP32) | ms, fastest of {RUNS} | ns per element |");
+    println!("| work (2 inputs, FP32) | ms, fastest of {runs} | ns per element |");
     println!("|---|---|---|");
+    for workload in workloads() {
+        let kind = workload.name.split(' ').next().unwrap_or_default();
+        if !picked(&words, &["integral", "random", "small"], kind) {
+            continue;
+        }
+        let Workload {
+            name,
+            values,
+            body,
+            batch,
+        } = &workload;
+        let per_request = |time: Duration| time / *batch as u32;
+        if wanted("decode") {
+            let decode = fastest(runs, || {
+                for _ in 0..*batch {
+                    let decoded = v2_request::decode(
+                        "add_sub",
+                        "",
+                        body.clone(),
+                        None,
+                        DecodeLimits {
+                            max_input_size: 64 << 20,
+                            max_json_depth: 100,
+                        },
+                    );
+                    assert!(matches!(decoded, Ok(Body::Json(_))));
+                }
+            });
+            row(
+                &format!("decode request, {name}"),
+                per_request(decode),
+                values.len(),
+            );
+        }
+        if wanted("encode") {
+            let response = response(values);
+            let request = InferRequest::default();
+            let encode = fastest(runs, || {
+                for _ in 0..*batch {
+                    let encoded = v2_response::encode(&response, &request).expect("encodes");
+                    assert!(encoded.body_len() > values.len());
+                }
+            });
+            row(
+                &format!("encode answer, {name}"),
+                per_request(encode),
+                values.len(),
+            );
+        }
+        if words.iter().any(|w| w == "reference") && *batch == 1 {
+            reference(name, runs, body, values);
+        }
+    }
+}
+
+/// The bodies: `w5` and `w4` as Python clients print FP32 values (widened
+/// to double, shortest round trip: `262143.0`, `0.37487652897834778`), and
+/// the load tool's own `w2` (its values and format, `outputs` listed).
+fn workloads() -> Vec<Workload> {
     let integral: Vec<f32> = (0..ELEMENTS).map(|i| i as f32).collect();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let random: Vec<f32> = (0..ELEMENTS)
         .map(|_| (next(&mut seed) >> 40) as f32 / (1u64 << 23) as f32)
         .collect();
-    for (name, values) in [("integral (w5)", &integral), ("random (w4)", &random)] {
-        let kind = name.split(' ').next().unwrap_or_default();
-        if !picked(&words, &["integral", "random"], kind) {
-            continue;
-        }
-        let body = request_body(values);
-        if wanted("decode") {
-            let decode = fastest(|| {
-                let decoded = v2_request::decode(
-                    "add_sub",
-                    "",
-                    body.clone(),
-                    None,
-                    DecodeLimits {
-                        max_input_size: 64 << 20,
-                        max_json_depth: 100,
-                    },
-                );
-                assert!(matches!(decoded, Ok(Body::Json(_))));
-            });
-            row(&format!("decode request, {name}"), decode);
-        }
-        if wanted("encode") {
-            let response = response(values);
-            let request = InferRequest::default();
-            let encode = fastest(|| {
-                let encoded = v2_response::encode(&response, &request).expect("encodes");
-                assert!(encoded.body_len() > ELEMENTS);
-            });
-            row(&format!("encode answer, {name}"), encode);
-        }
-        if words.iter().any(|w| w == "reference") {
-            reference(name, &body, values);
-        }
-    }
+    let widened = |v: &f32| format!("{:?}", f64::from(*v));
+    let big = |name, values: Vec<f32>| Workload {
+        name,
+        body: request_body([&values, &values], widened, ""),
+        values,
+        batch: 1,
+    };
+    // benches/load.rs `values(16, 1)` and `values(16, 2)`, printed `{v}`.
+    let small: Vec<f32> = [1u64, 2]
+        .iter()
+        .flat_map(|&input| {
+            let mut state = input.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            (0..SMALL).map(move |_| (next(&mut state) >> 40) as f32 / (1u64 << 24) as f32)
+        })
+        .collect();
+    let outputs = r#","outputs":[{"name":"OUTPUT0","parameters":{"binary_data":false}},{"name":"OUTPUT1","parameters":{"binary_data":false}}]"#;
+    vec![
+        big("integral (w5)", integral),
+        big("random (w4)", random),
+        Workload {
+            name: "small (w2)",
+            body: request_body(
+                [&small[..SMALL], &small[SMALL..]],
+                |v| v.to_string(),
+                outputs,
+            ),
+            values: small[..SMALL].to_vec(),
+            batch: SMALL_BATCH,
+        },
+    ]
 }
 
 /// With `reference`: the same work done by `serde_json` into and from
 /// typed structs (`Vec<f32>` data; it prints f32 digits, not Triton's
 /// widened doubles), as a yardstick for what a well-tuned general JSON
 /// library costs per number.
-fn reference(name: &str, body: &Bytes, values: &[f32]) {
+fn reference(name: &str, runs: usize, body: &Bytes, values: &[f32]) {
     #[derive(serde::Deserialize, serde::Serialize)]
     struct Tensor {
         name: String,
@@ -88,27 +166,27 @@ fn reference(name: &str, body: &Bytes, values: &[f32]) {
         model_name: &'a str,
         outputs: [&'a Tensor; 2],
     }
-    let parse = fastest(|| {
+    let parse = fastest(runs, || {
         let request: Request = serde_json::from_slice(body).expect("parses");
-        assert_eq!(request.inputs[1].data.len(), ELEMENTS);
+        assert_eq!(request.inputs[1].data.len(), values.len());
     });
-    row(&format!("serde_json parse, {name}"), parse);
+    row(&format!("serde_json parse, {name}"), parse, values.len());
     let output = |name: &str| Tensor {
         name: name.to_string(),
-        shape: vec![ELEMENTS as u64],
+        shape: vec![values.len() as u64],
         datatype: "FP32".to_string(),
         data: values.to_vec(),
     };
     let (first, second) = (output("OUTPUT0"), output("OUTPUT1"));
-    let write = fastest(|| {
+    let write = fastest(runs, || {
         let answer = Answer {
             model_name: "add_sub",
             outputs: [&first, &second],
         };
         let text = serde_json::to_vec(&answer).expect("writes");
-        assert!(text.len() > ELEMENTS);
+        assert!(text.len() > values.len());
     });
-    row(&format!("serde_json write, {name}"), write);
+    row(&format!("serde_json write, {name}"), write, values.len());
 }
 
 /// Whether `what` runs: when none of `choices` is on the command line, all
@@ -117,14 +195,17 @@ fn picked(words: &[String], choices: &[&str], what: &str) -> bool {
     !words.iter().any(|w| choices.contains(&w.as_str())) || words.iter().any(|w| w == what)
 }
 
-fn row(what: &str, time: Duration) {
-    let ns = time.as_nanos() as f64 / (2 * ELEMENTS) as f64;
-    println!("| {what} | {:.2} | {ns:.1} |", time.as_secs_f64() * 1e3);
+/// One request's time, and per element of its two inputs of `elements`.
+fn row(what: &str, time: Duration, elements: usize) {
+    let ns = time.as_nanos() as f64 / (2 * elements) as f64;
+    let ms = time.as_secs_f64() * 1e3;
+    let digits = if ms < 1.0 { 4 } else { 2 };
+    println!("| {what} | {ms:.digits$} | {ns:.1} |");
 }
 
-fn fastest(mut work: impl FnMut()) -> Duration {
+fn fastest(runs: usize, mut work: impl FnMut()) -> Duration {
     work();
-    let mut times: Vec<Duration> = (0..RUNS)
+    let mut times: Vec<Duration> = (0..runs.max(1))
         .map(|_| {
             let start = Instant::now();
             work();
@@ -135,22 +216,19 @@ fn fastest(mut work: impl FnMut()) -> Duration {
     times[0]
 }
 
-/// The request a Triton client sends: FP32 values widened to double and
-/// printed shortest (`{:?}` of an f64 round-trips, as Python's `repr` does).
-fn request_body(values: &[f32]) -> Bytes {
-    let data: Vec<String> = values
-        .iter()
-        .map(|&v| format!("{:?}", f64::from(v)))
-        .collect();
-    let data = data.join(",");
-    let input = |name: &str| {
-        format!(r#"{{"name":"{name}","shape":[{ELEMENTS}],"datatype":"FP32","data":[{data}]}}"#)
+/// The request a client sends: two inputs (`INPUT0`, `INPUT1`) of the
+/// values in `inputs`, each printed by `print`, then `rest` (members after
+/// `inputs`, with their leading comma).
+fn request_body(inputs: [&[f32]; 2], print: impl Fn(&f32) -> String, rest: &str) -> Bytes {
+    let input = |i: usize| {
+        let data: Vec<String> = inputs[i].iter().map(&print).collect();
+        format!(
+            r#"{{"name":"INPUT{i}","shape":[{}],"datatype":"FP32","data":[{}]}}"#,
+            inputs[i].len(),
+            data.join(",")
+        )
     };
-    Bytes::from(format!(
-        r#"{{"inputs":[{},{}]}}"#,
-        input("INPUT0"),
-        input("INPUT1")
-    ))
+    Bytes::from(format!(r#"{{"inputs":[{},{}]{rest}}}"#, input(0), input(1)))
 }
 
 fn response(values: &[f32]) -> InferResponse {
@@ -158,7 +236,7 @@ fn response(values: &[f32]) -> InferResponse {
     let output = |name: &str| OutputTensor {
         name: name.to_string(),
         datatype: "FP32".to_string(),
-        shape: vec![ELEMENTS as i64],
+        shape: vec![values.len() as i64],
         data: Bytes::from(raw.clone()),
     };
     InferResponse {

@@ -84,3 +84,30 @@ pub(crate) fn xorshift(state: &mut u64) -> u64 {
     *state ^= *state << 17;
     *state
 }
+
+/// Calls `check` with `count` inputs made of one of `seeds` by one to four
+/// random byte changes (each also cut in half): the no-panic and
+/// differential sweeps.
+pub(crate) fn mutations(seeds: &[&[u8]], count: usize, mut check: impl FnMut(&[u8])) {
+    let alphabet = b"[]{}\",:\\u0123456789.eE+-NaInfityrsl \t\x00\x01\xff";
+    let mut st = 0x9E37_79B9_7F4A_7C15_u64;
+    for _ in 0..count {
+        let seed = seeds[(xorshift(&mut st) % seeds.len() as u64) as usize];
+        let mut buf = seed.to_vec();
+        for _ in 0..(xorshift(&mut st) % 4 + 1) {
+            let r = xorshift(&mut st);
+            let pos = (r >> 8) as usize % (buf.len() + 1);
+            let c = alphabet[(r % alphabet.len() as u64) as usize];
+            match r % 3 {
+                0 if pos < buf.len() => buf[pos] = c,
+                1 if pos < buf.len() => {
+                    buf.remove(pos);
+                }
+                _ => buf.insert(pos, c),
+            }
+        }
+        for cut in [buf.len(), buf.len() / 2] {
+            check(&buf[..cut]);
+        }
+    }
+}

@@ -69,14 +69,32 @@
 //! callers may want to mirror separately. `max_depth` also bounds the native recursion of
 //! `Value`'s derived `Drop`, `Clone`, `PartialEq` and `Debug`, so keep it modest (a few
 //! thousand at most).
+//!
+//! **Sinks.** The parser knows no schema. A caller that wants some arrays' numbers in
+//! another form than a DOM (a v2 request's tensor `data`, module
+//! `v2_request::tensor_sink`) passes a [`Sink`] to [`parse_with`]. The contract:
+//!
+//! * the parser offers the sink every non-empty array at its `[`, with the containers
+//!   around it ([`Path`]), and reads each array once, front to back: it never goes back;
+//! * an array the sink takes has its number elements handed to the sink as they are
+//!   read ([`Sink::number`]), or read by the sink itself straight from the input
+//!   ([`Sink::run`], which must read a literal as the parser would); once it closes,
+//!   the DOM keeps, in its place, the bytes the sink made of them ([`Array::sink_bytes`]);
+//! * at an element the sink refuses, or one that is not a number, the sink gives back
+//!   the elements it took as values ([`Sink::spill`]) and the parser goes on reading the
+//!   array as plain values after them;
+//! * everything else is [`parse`]'s: the same grammar is read position for position, so
+//!   every error (text and offset) and every value outside the taken arrays is the one
+//!   [`parse`] gives (`tests::a_sink_changes_no_error_and_no_other_value`).
 
+use std::convert::Infallible;
 use std::fmt;
 
-use crate::model::DataType;
-use crate::wire::json_decimal::{self, digit_run_value, POW10, TENS};
-use crate::wire::json_value::Number;
+use bytes::Bytes;
+
+use crate::wire::json_decimal::{digit_run_value, POW10, TENS};
+pub(crate) use crate::wire::json_value::Number;
 pub use crate::wire::json_value::{Array, Value};
-use crate::wire::narrow;
 
 /// Default nesting limit used by the gateway (the root container is depth 1).
 pub const MAX_DEPTH: usize = 100;
@@ -135,20 +153,113 @@ const NUMBER_MISS_EXPONENT: &str = "Miss exponent in number.";
 /// Parses `input` like Triton 2.51 (rapidjson 1.1.0, `kParseNanAndInfFlag`), rejecting
 /// containers nested deeper than `max_depth` (root container = depth 1).
 pub fn parse(input: &[u8], max_depth: usize) -> Result<Value, ParseError> {
-    Parser::new(input, false).document(max_depth)
+    parse_with(input, max_depth, &mut Plain)
 }
 
-/// [`parse`] for a v2 inference request: the `data` array of each
-/// `inputs` entry whose numeric `datatype` member comes before it is
-/// written straight into little-endian tensor bytes (module `narrow`), room
-/// reserved for what its `shape` declares (never more than the rest of the
-/// input can hold). An element the datatype refuses (or a nested array, a
-/// string…) sends the parser back to the `[` to read that array as plain
-/// values, so that the request's checks see what [`parse`] gives and
-/// answer with the same texts. Apart from a filled array's elements, which
-/// are the narrowed tensor values, the document is the one [`parse`] gives.
-pub(crate) fn parse_request(input: &[u8], max_depth: usize) -> Result<Value, ParseError> {
-    Parser::new(input, true).document(max_depth)
+/// [`parse`], offering every non-empty array to `sink` (module doc, "Sinks").
+pub(crate) fn parse_with<S: Sink>(
+    input: &[u8],
+    max_depth: usize,
+    sink: &mut S,
+) -> Result<Value, ParseError> {
+    Parser::new(input, sink).document(max_depth)
+}
+
+/// Takes the elements of the arrays it chooses while the parser reads them.
+///
+/// The parser calls it from its hot loop with static dispatch (a generic
+/// parameter, so each sink gets its own copy of the loop): keep the
+/// per-element methods small and `#[inline(always)]`.
+pub(crate) trait Sink {
+    /// What the sink keeps while it takes one array's elements.
+    type Array;
+
+    /// At the `[` of a non-empty array inside `path`: `Some` to take its
+    /// elements. `rest` is the input after the `[` (an array cannot have
+    /// more elements than half its length, plus one).
+    fn open(&mut self, path: Path<'_>, rest: &[u8]) -> Option<Self::Array>;
+
+    /// An element that is a number: `false` (the sink wrote nothing of it)
+    /// refuses it, and with it the rest of the array ([`Sink::spill`]).
+    fn number(&mut self, array: &mut Self::Array, n: Number) -> bool;
+
+    /// Elements the sink reads itself, straight from the input: `input[pos..]`
+    /// starts with an element. It may read number literals, each one the
+    /// parser would read with the value the parser would give, and the
+    /// single `,` between two of them; where it stopped is the [`Run`].
+    #[inline(always)]
+    fn run(&mut self, array: &mut Self::Array, input: &[u8], pos: usize) -> Run {
+        let _ = (array, input);
+        Run::AtElement(pos)
+    }
+
+    /// The array closed: the bytes the DOM keeps in its place.
+    fn close(&mut self, array: Self::Array) -> Bytes;
+
+    /// The sink refused an element, or met one that is not a number: the
+    /// elements it took, as the values the DOM keeps for them (the parser
+    /// appends the rest of the array as it reads it). A sink that gives back
+    /// the numbers it was handed leaves the document exactly as [`parse`]'s.
+    fn spill(&mut self, array: Self::Array) -> Array;
+}
+
+/// Where [`Sink::run`] stopped (an offset into the input).
+pub(crate) enum Run {
+    /// Just after an element: its separator or the `]` comes next.
+    AfterElement(usize),
+    /// At the first byte of an element it leaves to the parser (where it
+    /// started, if it read none).
+    AtElement(usize),
+}
+
+/// The sink of [`parse`]: takes no array.
+struct Plain;
+
+impl Sink for Plain {
+    type Array = Infallible;
+
+    #[inline(always)]
+    fn open(&mut self, _: Path<'_>, _: &[u8]) -> Option<Infallible> {
+        None
+    }
+
+    fn number(&mut self, array: &mut Infallible, _: Number) -> bool {
+        match *array {}
+    }
+
+    fn close(&mut self, array: Infallible) -> Bytes {
+        match array {}
+    }
+
+    fn spill(&mut self, array: Infallible) -> Array {
+        match array {}
+    }
+}
+
+/// The containers open around an array a [`Sink`] is offered, outermost
+/// first, as read so far.
+#[derive(Clone, Copy)]
+pub(crate) struct Path<'p>(&'p [Frame]);
+
+/// One container of a [`Path`].
+pub(crate) enum Container<'p> {
+    /// An array.
+    Array,
+    /// An object: its members so far, and the name of the member being read.
+    Object {
+        members: &'p [(Vec<u8>, Value)],
+        key: &'p [u8],
+    },
+}
+
+impl<'p> Path<'p> {
+    /// The containers, outermost first.
+    pub(crate) fn containers(self) -> impl ExactSizeIterator<Item = Container<'p>> {
+        self.0.iter().map(|frame| match frame {
+            Frame::Array(_) => Container::Array,
+            Frame::Object { members, key } => Container::Object { members, key },
+        })
+    }
 }
 
 /// An open container while parsing iteratively, owning the entries read so far (a
@@ -162,17 +273,11 @@ enum Frame {
     },
 }
 
-struct Parser<'a> {
+struct Parser<'a, 's, S> {
     s: &'a [u8],
     /// Invariant: `pos <= s.len()`; it only advances past a byte that was peeked non-NUL.
     pos: usize,
-    /// Request mode ([`parse_request`]): tensor `data` arrays fill bytes.
-    tensors: bool,
-    /// The `[` of the array last sent back to be read as plain values.
-    plain_at: usize,
-    /// Elements of the filling array being read that [`Parser::fp32_run`]
-    /// took, and those it left to the general reader.
-    short: (u32, u32),
+    sink: &'s mut S,
 }
 
 #[inline]
@@ -180,14 +285,12 @@ fn syntax(message: &'static str, offset: usize) -> ParseError {
     ParseError::Syntax { message, offset }
 }
 
-impl<'a> Parser<'a> {
-    fn new(input: &'a [u8], tensors: bool) -> Self {
+impl<'a, 's, S: Sink> Parser<'a, 's, S> {
+    fn new(input: &'a [u8], sink: &'s mut S) -> Self {
         let mut p = Parser {
             s: input,
             pos: 0,
-            tensors,
-            plain_at: usize::MAX,
-            short: (0, 0),
+            sink,
         };
         // EncodedInputStream<UTF8<>, MemoryStream>: each BOM byte skipped independently.
         for bom in [0xEF, 0xBB, 0xBF] {
@@ -238,13 +341,17 @@ impl<'a> Parser<'a> {
             // Parse one value at `pos` (whitespace already skipped), or open a container.
             let mut v = match self.peek() {
                 b'[' => {
-                    let start = self.pos;
                     if self.open(frames.len(), max_depth, b']')? {
                         Value::Array(Array::default())
                     } else {
-                        let items = self.tensor_data(start, &frames).unwrap_or_default();
-                        frames.push(Frame::Array(items));
-                        continue 'value;
+                        let Some(array) = self.sink.open(Path(&frames), &self.s[self.pos..]) else {
+                            frames.push(Frame::Array(Array::default()));
+                            continue 'value;
+                        };
+                        match self.sunk(array, &mut frames)? {
+                            Some(closed) => closed,
+                            None => continue 'value,
+                        }
                     }
                 }
                 b'{' => {
@@ -263,22 +370,14 @@ impl<'a> Parser<'a> {
                 b't' => self.literal(b"rue", Value::Bool(true))?,
                 b'f' => self.literal(b"alse", Value::Bool(false))?,
                 b'"' => Value::String(self.string()?),
-                // FP32 tensor data read in one straight loop while its
-                // elements are short decimals (module `json_decimal`).
-                _ if self.short_pays() && self.fp32_run(&mut frames) => {
-                    match self.after_element(true, &mut frames)? {
-                        Some(closed) => closed,
-                        None => continue 'value,
-                    }
-                }
                 // `number` is inlined (as a call it measured 40 % slower on
-                // number arrays), so it is called from one place only.
+                // number arrays): here and in `sunk` only.
                 _ => match (self.number()?, frames.last_mut()) {
-                    // The hot loop of tensor data: a number goes into its
+                    // The hot loop of number arrays: a number goes into its
                     // array as it is read, never as a `Value`.
                     (n, Some(Frame::Array(items))) => {
-                        let taken = items.push_number(n);
-                        match self.after_element(taken, &mut frames)? {
+                        items.push_number(n);
+                        match self.after_element(&mut frames)? {
                             Some(closed) => closed,
                             None => continue 'value,
                         }
@@ -298,8 +397,8 @@ impl<'a> Parser<'a> {
                         return Ok(v);
                     }
                     Some(Frame::Array(items)) => {
-                        let taken = items.push(v);
-                        match self.after_element(taken, &mut frames)? {
+                        items.push(v);
+                        match self.after_element(&mut frames)? {
                             Some(closed) => v = closed,
                             None => continue 'value,
                         }
@@ -319,126 +418,78 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// After an element was offered to the innermost array (`taken`: it
-    /// was added): past the separator, `None` while the array goes on;
-    /// `Some(array)` once it is closed (and popped). A filling array that
-    /// refused the element is popped and sent back to its `[`, to be read
-    /// again as plain values (`None` too).
+    /// After an element was added to the innermost array: past the
+    /// separator, `None` while the array goes on; `Some(array)` once it is
+    /// closed (and popped).
     #[inline(always)]
-    fn after_element(
-        &mut self,
-        taken: bool,
-        frames: &mut Vec<Frame>,
-    ) -> Result<Option<Value>, ParseError> {
+    fn after_element(&mut self, frames: &mut Vec<Frame>) -> Result<Option<Value>, ParseError> {
         let Some(Frame::Array(items)) = frames.last_mut() else {
             return Ok(None);
         };
-        if !taken {
-            self.pos = items.filling_start().unwrap_or(self.pos);
-            self.plain_at = self.pos;
-            frames.pop();
+        if self.next_element()? {
             return Ok(None);
         }
+        let items = std::mem::take(items);
+        frames.pop();
+        Ok(Some(Value::Array(items)))
+    }
+
+    /// After an array's element: past the separator and at the next element
+    /// (`true`), or past the `]` (`false`).
+    #[inline(always)]
+    fn next_element(&mut self) -> Result<bool, ParseError> {
         // Number arrays: a `,` and the next number's first byte straight
         // after the element, without `after_member`'s whitespace steps.
         if let Some(&[b',', next]) = self.s.get(self.pos..self.pos + 2) {
             if next.is_ascii_digit() || next == b'-' {
                 self.pos += 1;
-                return Ok(None);
+                return Ok(true);
             }
         }
-        if self.after_member(b']', ARRAY_MISS_COMMA_OR_SQUARE)? {
-            return Ok(None);
-        }
-        let items = std::mem::take(items).finish();
-        frames.pop();
-        Ok(Some(Value::Array(items)))
+        self.after_member(b']', ARRAY_MISS_COMMA_OR_SQUARE)
     }
 
-    /// Whether [`Parser::fp32_run`] is still worth a try in this array: not
-    /// once it has left more than one element in eight to the general
-    /// reader (after a few). An array of long literals
-    /// (`0.3748765289783478`, what clients print for random FP32 values)
-    /// would otherwise pay for a call and a look at each element that
-    /// give nothing: the w4 request parsed in 21.0 ms instead of 16.0
-    /// (`cargo bench --bench json`).
-    /// Plain parsing ([`parse`]) fills no tensors, so it never tries.
-    #[inline(always)]
-    fn short_pays(&self) -> bool {
-        let (taken, left) = self.short;
-        self.tensors && left <= taken / 8 + 8
-    }
-
-    /// Reads the short decimals (module `json_decimal`) at `pos` into the
-    /// innermost array when it is filling FP32 tensor bytes, each with the
-    /// `,` after it while another number follows. `true` when it stopped
-    /// just after an element (the array's separator or end comes next);
-    /// `false` when `pos` is at an element it left to the general reader
-    /// (or the array is not such an array).
-    ///
-    /// Not inlined: it is called once per run of elements, and inlined
-    /// into [`Parser::document`] it slowed the general reader's loop by 20 %.
-    #[inline(never)]
-    fn fp32_run(&mut self, frames: &mut [Frame]) -> bool {
-        let (taken, left) = self.short;
-        let Some(Frame::Array(items)) = frames.last_mut() else {
-            return false;
-        };
-        let Some(bytes) = items.fp32_filling() else {
-            return false;
-        };
-        // Locals, so that the loop keeps them in registers.
-        let (s, mut pos, mut out) = (self.s, self.pos, std::mem::take(bytes));
-        let mut after_element = false;
-        let mut run = 0;
-        while let Some((value, len)) = json_decimal::short_decimal(&s[pos..]) {
-            out.extend_from_slice(&(value as f32).to_le_bytes());
-            pos += len;
-            run += 1;
-            match s.get(pos..pos + 2) {
-                Some(&[b',', next]) if next.is_ascii_digit() || next == b'-' => pos += 1,
-                _ => {
-                    after_element = true;
-                    break;
+    /// Reads the elements of an array the sink took into its `array` (`pos`
+    /// is at the first element): the array once it closes (`Some`), as
+    /// [`Parser::after_element`] gives it. At an element the sink refuses, or
+    /// one that is not a number, the array goes on as plain values from the
+    /// ones the sink gives back ([`Sink::spill`]): pushed on `frames`, with
+    /// `pos` at that element, or past it when it was a number (`None`, unless
+    /// that number was the last).
+    fn sunk(
+        &mut self,
+        mut array: S::Array,
+        frames: &mut Vec<Frame>,
+    ) -> Result<Option<Value>, ParseError> {
+        loop {
+            let at_element = match self.sink.run(&mut array, self.s, self.pos) {
+                Run::AfterElement(end) => {
+                    self.pos = end;
+                    false
+                }
+                Run::AtElement(end) => {
+                    self.pos = end;
+                    true
+                }
+            };
+            if at_element {
+                if let b'[' | b'{' | b'"' | b'n' | b't' | b'f' = self.peek() {
+                    frames.push(Frame::Array(self.sink.spill(array)));
+                    return Ok(None);
+                }
+                let n = self.number()?;
+                if !self.sink.number(&mut array, n) {
+                    let mut items = self.sink.spill(array);
+                    items.push_number(n);
+                    frames.push(Frame::Array(items));
+                    return self.after_element(frames);
                 }
             }
+            if !self.next_element()? {
+                let bytes = self.sink.close(array);
+                return Ok(Some(Value::Array(Array::from_sink(bytes))));
+            }
         }
-        (self.pos, *bytes) = (pos, out);
-        self.short = (taken.saturating_add(run), left + u32::from(!after_element));
-        after_element
-    }
-
-    /// A filling array for the `[` at `start` when it opens the `data`
-    /// member of an `inputs` entry whose numeric `datatype` came before it
-    /// ([`parse_request`]).
-    fn tensor_data(&mut self, start: usize, frames: &[Frame]) -> Option<Array> {
-        if !self.tensors || start == self.plain_at {
-            return None;
-        }
-        let [Frame::Object { key: root, .. }, Frame::Array(_), Frame::Object { members, key }] =
-            frames
-        else {
-            return None;
-        };
-        if root != b"inputs" || key != b"data" {
-            return None;
-        }
-        let first = |name: &[u8]| members.iter().find(|(k, _)| k == name).map(|(_, v)| v);
-        let dtype = DataType::parse(first(b"datatype")?.as_bytes()?)?;
-        let put = narrow::putter(dtype)?;
-        let declared = first(b"shape")
-            .and_then(Value::as_array)
-            .and_then(|dims| {
-                dims.iter().try_fold(1usize, |n, d| {
-                    n.checked_mul(usize::try_from(d.as_u64()?).ok()?)
-                })
-            })
-            .unwrap_or(0);
-        // Each element takes at least two bytes of input (a digit and a separator).
-        let room = (self.s.len() - self.pos) / 2 + 1;
-        let capacity = declared.min(room).saturating_mul(dtype.element_size()?);
-        self.short = (0, 0);
-        Some(Array::filling(dtype, start, put, capacity))
     }
 
     /// Past the `[` or `{` at `pos`, `depth` containers deep: the depth
@@ -896,7 +947,7 @@ fn strtod_normal_precision(d: f64, p: i64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::fixtures::{records, unescape, xorshift, Escapes, Split};
+    use crate::wire::fixtures::{mutations, records, unescape, xorshift, Escapes, Split};
 
     /// Reads the expected-DOM notation of parse_ok.txt (see its header).
     struct Expect<'a> {
@@ -990,13 +1041,20 @@ mod tests {
         }
     }
 
-    /// Structural equality with doubles compared bit for bit (NaN == NaN, 0.0 != -0.0).
+    /// Structural equality with doubles compared bit for bit (NaN == NaN, 0.0 != -0.0);
+    /// an array of `a` that a sink took (the tests' [`TakeBytes`]) is the array
+    /// of its bytes as numbers.
     fn same(a: &Value, b: &Value) -> bool {
         match (a, b) {
             (Value::Double(x), Value::Double(y)) => x.to_bits() == y.to_bits(),
-            (Value::Array(x), Value::Array(y)) => {
-                x.len() == y.len() && x.iter().zip(y.iter()).all(|(x, y)| same(&x, &y))
-            }
+            (Value::Array(x), Value::Array(y)) => match x.sink_bytes() {
+                Some(bytes) => {
+                    let numbers: Vec<Value> =
+                        bytes.iter().map(|&b| Value::Uint(b.into())).collect();
+                    *y == Array::from(numbers)
+                }
+                None => x.len() == y.len() && x.iter().zip(y.iter()).all(|(x, y)| same(&x, &y)),
+            },
             (Value::Object(x), Value::Object(y)) => {
                 x.len() == y.len()
                     && x.iter()
@@ -1211,27 +1269,110 @@ mod tests {
             b"-1234567890123456789012345678901234567890.5e-400",
             br#""\uD800\uDC00\uDBFF\uDFFF\u0000""#,
         ];
-        let alphabet = b"[]{}\",:\\u0123456789.eE+-NaInfityrsl \t\x00\x01\xff";
-        let mut st = 0x9E37_79B9_7F4A_7C15_u64;
-        for _ in 0..20_000 {
-            let seed = seeds[(xorshift(&mut st) % seeds.len() as u64) as usize];
-            let mut buf = seed.to_vec();
-            for _ in 0..(xorshift(&mut st) % 4 + 1) {
-                let r = xorshift(&mut st);
-                let pos = (r >> 8) as usize % (buf.len() + 1);
-                let c = alphabet[(r % alphabet.len() as u64) as usize];
-                match r % 3 {
-                    0 if pos < buf.len() => buf[pos] = c,
-                    1 if pos < buf.len() => {
-                        buf.remove(pos);
-                    }
-                    _ => buf.insert(pos, c),
-                }
-            }
-            for cut in [buf.len(), buf.len() / 2] {
-                let _ = parse(&buf[..cut], MAX_DEPTH);
-                let _ = parse(&buf[..cut], 2);
+        mutations(&seeds, 20_000, |input| {
+            let _ = parse(input, MAX_DEPTH);
+            let _ = parse(input, 2);
+        });
+    }
+
+    /// A sink for the tests: takes the arrays that are the value of a
+    /// member named `take`, numbers 0 to 255 as one byte each (it refuses
+    /// any other, and gives the bytes back as the numbers they were), and
+    /// reads single-digit elements itself. Counts the arrays it gave back.
+    #[derive(Default)]
+    struct TakeBytes {
+        spilled: usize,
+    }
+
+    impl Sink for TakeBytes {
+        type Array = Vec<u8>;
+
+        fn open(&mut self, path: Path<'_>, _: &[u8]) -> Option<Vec<u8>> {
+            match path.containers().last()? {
+                Container::Object { key: b"take", .. } => Some(Vec::new()),
+                _ => None,
             }
         }
+
+        fn number(&mut self, array: &mut Vec<u8>, n: Number) -> bool {
+            match n {
+                Number::Uint(u) => u8::try_from(u).map(|b| array.push(b)).is_ok(),
+                _ => false,
+            }
+        }
+
+        fn run(&mut self, array: &mut Vec<u8>, input: &[u8], mut pos: usize) -> Run {
+            let single = |at: usize| match input.get(at..at + 2) {
+                Some(&[d, next]) => {
+                    d.is_ascii_digit() && !(next.is_ascii_digit() || b".eE".contains(&next))
+                }
+                _ => false,
+            };
+            while single(pos) {
+                array.push(input[pos] - b'0');
+                pos += 1;
+                if input[pos] != b',' || !input.get(pos + 1).is_some_and(u8::is_ascii_digit) {
+                    return Run::AfterElement(pos);
+                }
+                pos += 1;
+            }
+            Run::AtElement(pos)
+        }
+
+        fn close(&mut self, array: Vec<u8>) -> Bytes {
+            Bytes::from(array)
+        }
+
+        fn spill(&mut self, array: Vec<u8>) -> Array {
+            self.spilled += 1;
+            let numbers: Vec<Value> = array.iter().map(|&b| Value::Uint(b.into())).collect();
+            Array::from(numbers)
+        }
+    }
+
+    #[test]
+    fn a_sink_takes_the_arrays_it_chooses_while_they_are_plain_numbers() {
+        let text = br#"{"take":[1,2,300],"b":{"take":[1,[2]]},"take":[5,6 ,17,8],"c":[{"take":[]}],"take":[1,"x"]}"#;
+        let mut sink = TakeBytes::default();
+        let sunk = parse_with(text, MAX_DEPTH, &mut sink).unwrap();
+        let plain = parse(text, MAX_DEPTH).unwrap();
+        // `[1,2,300]`, `[1,[2]]` and `[1,"x"]` went on from the bytes given back.
+        assert_eq!(sink.spilled, 3);
+        let taken: Vec<_> = sunk
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter_map(|(_, v)| v.as_array()?.sink_bytes())
+            .collect();
+        assert_eq!(taken, [&Bytes::from_static(&[5, 6, 17, 8])]);
+        assert!(same(&sunk, &plain));
+        assert_ne!(sunk, plain);
+    }
+
+    /// Whatever the input, a sink changes nothing but the arrays it took:
+    /// every error (text and offset) and every other value is [`parse`]'s.
+    #[test]
+    fn a_sink_changes_no_error_and_no_other_value() {
+        let seeds: [&[u8]; 4] = [
+            br#"{"take":[1,2,3,4,5,6,7,8,9],"x":[1,2]}"#,
+            br#"[{"take":[255,0,17,1e2,-0]},{"take":[[1],2]}]"#,
+            br#"{"take":[1, 2 ,3,"a",null],"take":[7,8,9,10,11]}"#,
+            br#"{"a":{"take":[0,1]},"take":{"take":[9,NaN]}}"#,
+        ];
+        let (mut taken, mut sink) = (0, TakeBytes::default());
+        mutations(&seeds, 20_000, |input| {
+            for depth in [MAX_DEPTH, 2] {
+                let plain = parse(input, depth);
+                match (parse_with(input, depth, &mut sink), &plain) {
+                    (Ok(sunk), Ok(plain)) => {
+                        assert!(same(&sunk, plain), "{input:?}");
+                        taken += usize::from(sunk != *plain);
+                    }
+                    (sunk, plain) => assert_eq!(sunk.as_ref().err(), plain.as_ref().err()),
+                }
+            }
+        });
+        assert!(taken > 1_000, "{taken}");
+        assert!(sink.spilled > 1_000, "{}", sink.spilled);
     }
 }

@@ -21,10 +21,14 @@ pub(crate) fn parse(body: &[u8], max_depth: usize) -> Result<Value> {
     json::parse(body, max_depth).map_err(parse_error)
 }
 
-/// [`parse`] for a v2 inference request (`json::parse_request`: tensor
-/// `data` arrays become tensor bytes while they are read).
-pub(crate) fn parse_request(body: &[u8], max_depth: usize) -> Result<Value> {
-    json::parse_request(body, max_depth).map_err(parse_error)
+/// [`parse`] with a sink (`json::parse_with`; the v2 request's is
+/// `v2_request::tensor_sink`).
+pub(crate) fn parse_with<S: json::Sink>(
+    body: &[u8],
+    max_depth: usize,
+    sink: &mut S,
+) -> Result<Value> {
+    json::parse_with(body, max_depth, sink).map_err(parse_error)
 }
 
 fn parse_error(e: json::ParseError) -> Error {

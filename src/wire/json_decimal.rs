@@ -1,5 +1,7 @@
 //! The short decimals that fill most big JSON requests (`262143.0`, `-1`,
-//! `0.25`), read in one straight step each for FP32 tensor `data` arrays.
+//! `0.25`), read in one straight step each: a sink's raw-bytes loop (module
+//! `json`, "Sinks") uses it for FP32 tensor `data` arrays
+//! (`v2_request::tensor_sink`).
 //!
 //! Hand-written because it is the hot loop of a big JSON request: the
 //! general reader (`json::Parser::number`) follows every branch of

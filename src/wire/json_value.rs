@@ -8,19 +8,14 @@
 //! `Value`s the parser read (`Uint` for a non-negative integer, `Int` for a
 //! negative one, `Double`).
 //!
-//! A request's tensor `data` array can go one step further: the parser
-//! writes its numbers straight into little-endian tensor bytes of the
-//! declared datatype (4 bytes per FP32 element, no second pass), see
-//! [`Array::filling`]. Such an array iterates as the values the tensor
-//! holds (`Double` for floats, narrowed as Triton narrows them).
+//! An array whose elements a sink took while the parser read them (module
+//! `json`, "Sinks") holds, instead of elements, the bytes the sink made of
+//! them ([`Array::sink_bytes`]): what they mean is the sink's business.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use bytes::Bytes;
-use half::{bf16, f16};
-
-use crate::model::DataType;
 
 /// A parsed JSON value (rapidjson DOM equivalent).
 #[derive(Debug, Clone, PartialEq)]
@@ -151,25 +146,9 @@ enum Items {
     /// `Uint`s up to `i64::MAX` and `Int`s (negative by construction).
     Integers(Vec<i64>),
     Doubles(Vec<f64>),
-    /// Tensor bytes being written while the parser reads the array; `start`
-    /// is the offset of its `[`, where the parser reads it again as plain
-    /// values when an element does not fit the datatype.
-    Filling {
-        dtype: DataType,
-        start: usize,
-        put: PutNumber,
-        bytes: Vec<u8>,
-    },
-    /// The finished tensor bytes of such an array.
-    Tensor {
-        dtype: DataType,
-        bytes: Bytes,
-    },
+    /// What a sink made of the elements (no element is kept).
+    Sunk(Bytes),
 }
-
-/// Appends a number to tensor bytes as one datatype takes it, or returns
-/// `false` (nothing written) when that datatype refuses it (module `narrow`).
-pub(crate) type PutNumber = fn(Number, &mut Vec<u8>) -> bool;
 
 impl Default for Items {
     fn default() -> Self {
@@ -206,13 +185,13 @@ pub(crate) enum Numbers<'a> {
 }
 
 impl Array {
+    /// The elements kept (none for an array a sink took).
     pub fn len(&self) -> usize {
         match &self.0 {
             Items::Values(v) => v.len(),
             Items::Integers(v) => v.len(),
             Items::Doubles(v) => v.len(),
-            Items::Filling { dtype, bytes, .. } => bytes.len() / width(*dtype),
-            Items::Tensor { dtype, bytes } => bytes.len() / width(*dtype),
+            Items::Sunk(_) => 0,
         }
     }
 
@@ -226,21 +205,12 @@ impl Array {
             Items::Values(v) => (v, &[], &[]),
             Items::Integers(v) => (&[], v, &[]),
             Items::Doubles(v) => (&[], &[], v),
-            Items::Filling { .. } | Items::Tensor { .. } => (&[], &[], &[]),
-        };
-        let (dtype, raw): (DataType, &[u8]) = match &self.0 {
-            Items::Filling { dtype, bytes, .. } => (*dtype, bytes),
-            Items::Tensor { dtype, bytes } => (*dtype, bytes),
-            _ => (DataType::Uint8, &[]),
+            Items::Sunk(_) => (&[], &[], &[]),
         };
         let owned = integers
             .iter()
             .map(|&i| integer(i))
-            .chain(doubles.iter().map(|&d| Value::Double(d)))
-            .chain(
-                raw.chunks_exact(width(dtype))
-                    .map(move |c| element(dtype, c)),
-            );
+            .chain(doubles.iter().map(|&d| Value::Double(d)));
         Elements {
             values: values.iter(),
             owned,
@@ -259,118 +229,57 @@ impl Array {
     /// The elements as a slice of numbers, when all are numbers of one kind.
     pub(crate) fn numbers(&self) -> Option<Numbers<'_>> {
         match &self.0 {
-            Items::Values(_) => None,
+            Items::Values(_) | Items::Sunk(_) => None,
             Items::Integers(v) => Some(Numbers::Integers(v)),
             Items::Doubles(v) => Some(Numbers::Doubles(v)),
-            Items::Filling { .. } | Items::Tensor { .. } => None,
         }
     }
 
-    /// An empty array whose numbers `put` writes as `dtype` tensor bytes
-    /// (room for `capacity` bytes reserved); `start` is the offset of its `[`.
-    pub(crate) fn filling(dtype: DataType, start: usize, put: PutNumber, capacity: usize) -> Array {
-        Array(Items::Filling {
-            dtype,
-            start,
-            put,
-            bytes: Vec::with_capacity(capacity),
-        })
+    /// The array a sink took, holding the bytes it made of the elements.
+    pub(crate) fn from_sink(bytes: Bytes) -> Array {
+        Array(Items::Sunk(bytes))
     }
 
-    /// The bytes of a [`filling`](Array::filling) FP32 array, which takes
-    /// every number (as `d as f32`, module `narrow`'s rule).
-    #[inline(always)]
-    pub(crate) fn fp32_filling(&mut self) -> Option<&mut Vec<u8>> {
-        match &mut self.0 {
-            Items::Filling {
-                dtype: DataType::Fp32,
-                bytes,
-                ..
-            } => Some(bytes),
-            _ => None,
-        }
-    }
-
-    /// Where a [`filling`](Array::filling) array began.
-    pub(crate) fn filling_start(&self) -> Option<usize> {
+    /// The bytes a sink made of this array's elements, if one took them.
+    pub(crate) fn sink_bytes(&self) -> Option<&Bytes> {
         match &self.0 {
-            Items::Filling { start, .. } => Some(*start),
-            _ => None,
-        }
-    }
-
-    /// The array as complete: tensor bytes become shareable (no copy).
-    pub(crate) fn finish(self) -> Array {
-        match self.0 {
-            Items::Filling { dtype, bytes, .. } => Array(Items::Tensor {
-                dtype,
-                bytes: Bytes::from(bytes),
-            }),
-            items => Array(items),
-        }
-    }
-
-    /// The tensor bytes the parser wrote, and their datatype.
-    pub(crate) fn tensor(&self) -> Option<(DataType, &Bytes)> {
-        match &self.0 {
-            Items::Tensor { dtype, bytes } => Some((*dtype, bytes)),
+            Items::Sunk(bytes) => Some(bytes),
             _ => None,
         }
     }
 
     /// Appends a number, keeping the compact form while the elements allow it.
-    /// `false` (nothing appended) when a [`filling`](Array::filling) array's
-    /// datatype refuses it.
     #[inline(always)]
-    #[must_use]
-    pub(crate) fn push_number(&mut self, n: Number) -> bool {
+    pub(crate) fn push_number(&mut self, n: Number) {
         match &mut self.0 {
             Items::Doubles(d) => {
                 if let Number::Double(x) = n {
                     d.push(x);
-                    return true;
+                    return;
                 }
             }
             Items::Integers(v) => match n {
                 Number::Int(i) => {
                     v.push(i);
-                    return true;
+                    return;
                 }
                 Number::Uint(u) if u <= i64::MAX as u64 => {
                     v.push(u as i64);
-                    return true;
+                    return;
                 }
                 _ => {}
             },
-            Items::Filling {
-                dtype, put, bytes, ..
-            } => {
-                // FP32 from a literal with a fraction, the common case, inline
-                // (module `narrow`'s rule: rounded to nearest); the rest through `put`.
-                if let (DataType::Fp32, Number::Double(d)) = (*dtype, n) {
-                    bytes.extend_from_slice(&(d as f32).to_le_bytes());
-                    return true;
-                }
-                return put(n, bytes);
-            }
-            Items::Values(_) | Items::Tensor { .. } => {}
+            Items::Values(_) | Items::Sunk(_) => {}
         }
         self.push_first_or_other(n);
-        true
     }
 
-    /// Appends `v` (a number stays compact where it can). `false` (nothing
-    /// appended) when a [`filling`](Array::filling) array cannot take it.
-    #[must_use]
-    pub(crate) fn push(&mut self, v: Value) -> bool {
-        if let Some(n) = v.as_number() {
-            return self.push_number(n);
+    /// Appends `v` (a number stays compact where it can).
+    pub(crate) fn push(&mut self, v: Value) {
+        match v.as_number() {
+            Some(n) => self.push_number(n),
+            None => self.push_value(v),
         }
-        if self.filling_start().is_some() {
-            return false;
-        }
-        self.push_value(v);
-        true
     }
 
     /// The first element decides the compact kind; a number of another kind
@@ -401,29 +310,6 @@ impl Array {
         let mut values: Vec<Value> = self.iter().map(Cow::into_owned).collect();
         values.push(v);
         self.0 = Items::Values(values);
-    }
-}
-
-/// Bytes per element of a tensor array (BOOL and BYTES are never one).
-fn width(dtype: DataType) -> usize {
-    dtype.element_size().unwrap_or(1)
-}
-
-/// One element of tensor bytes as a `Value`.
-fn element(dtype: DataType, le: &[u8]) -> Value {
-    let mut wide = [0u8; 8];
-    wide[..le.len()].copy_from_slice(le);
-    let bits = u64::from_le_bytes(wide);
-    match dtype {
-        DataType::Int8 => integer(i64::from(bits as u8 as i8)),
-        DataType::Int16 => integer(i64::from(bits as u16 as i16)),
-        DataType::Int32 => integer(i64::from(bits as u32 as i32)),
-        DataType::Int64 => integer(bits as i64),
-        DataType::Fp16 => Value::Double(f16::from_bits(bits as u16).to_f64()),
-        DataType::Bf16 => Value::Double(bf16::from_bits(bits as u16).to_f64()),
-        DataType::Fp32 => Value::Double(f64::from(f32::from_bits(bits as u32))),
-        DataType::Fp64 => Value::Double(f64::from_bits(bits)),
-        _ => Value::Uint(bits),
     }
 }
 
@@ -480,13 +366,18 @@ impl From<Vec<Value>> for Array {
 
 impl PartialEq for Array {
     fn eq(&self, other: &Self) -> bool {
-        self.len() == other.len() && self.iter().zip(other.iter()).all(|(a, b)| a == b)
+        self.sink_bytes() == other.sink_bytes()
+            && self.len() == other.len()
+            && self.iter().zip(other.iter()).all(|(a, b)| a == b)
     }
 }
 
 impl fmt::Debug for Array {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
+        match self.sink_bytes() {
+            Some(bytes) => write!(f, "<{} bytes from a sink>", bytes.len()),
+            None => f.debug_list().entries(self.iter()).finish(),
+        }
     }
 }
 
@@ -497,7 +388,7 @@ mod tests {
     fn array(values: &[Value]) -> Array {
         let mut a = Array::default();
         for v in values {
-            assert!(a.push(v.clone()));
+            a.push(v.clone());
         }
         a
     }

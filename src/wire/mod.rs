@@ -1,8 +1,11 @@
 //! Wire codecs, pure and synchronous (no I/O): bytes in, model types out,
-//! and back. `json`/`json_write` reproduce rapidjson's behaviour (`json_value`
-//! is its DOM, with compact number arrays),
+//! and back. `json`/`json_write` reproduce rapidjson's behaviour (`json` is
+//! schema-free; `json_value` is its DOM, with compact number arrays;
+//! `json_decimal` reads short decimals in one step),
 //! `json_access` Triton's accessors over it with their texts, `tensor`
-//! the element layouts, `v2_request`/`v2_response` the v2 HTTP infer body,
+//! and `narrow` the element layouts and Triton's narrowing rules,
+//! `v2_request`/`v2_response` the v2 HTTP infer body (`v2_request`'s
+//! `tensor_sink` writes JSON `data` into tensor bytes while it is parsed),
 //! `generate` the `/generate*` bodies, `compress` the HTTP content codings,
 //! `v1` the legacy v1 API, `grpc_head` the leading fields of a gRPC
 //! `ModelInfer` body still arriving.

@@ -3,14 +3,20 @@
 //! signed types only integer literals that fit an `i64`, each truncated to
 //! the element's width (`300` as UINT8 is `44`); float types take any
 //! number, rounded to nearest. The one place these rules live: the tensor
-//! encoder (module `tensor`) uses them leaf by leaf, and the parser (module
-//! `json`) uses them to write a request's `data` arrays straight into
-//! little-endian tensor bytes while it reads them.
+//! encoder (module `tensor`) uses them leaf by leaf, and the request's
+//! tensor sink (module `v2_request::tensor_sink`) uses them to write
+//! `data` arrays straight into little-endian tensor bytes while the parser
+//! reads them, and [`widen`]s them back to numbers when it gives an array
+//! back to the parser.
 
 use half::{bf16, f16};
 
 use crate::model::DataType;
-use crate::wire::json_value::{Number, PutNumber};
+use crate::wire::json_value::Number;
+
+/// Appends a number to tensor bytes as one datatype takes it, or returns
+/// `false` (nothing written) when that datatype refuses it.
+pub(crate) type PutNumber = fn(Number, &mut Vec<u8>) -> bool;
 
 /// rapidjson `IsUint64` + `GetUint64`.
 #[inline(always)]
@@ -104,9 +110,40 @@ pub(crate) fn fp32_le(d: f64) -> [u8; 4] {
     (d as f32).to_le_bytes()
 }
 
+/// A little-endian element of `dtype` (its [`DataType::element_size`]
+/// bytes) as the number it holds: exact, so narrowed again it is the same
+/// bytes. BOOL and BYTES, which are never narrowed, come back as `Uint`.
+pub(crate) fn widen(dtype: DataType, le: &[u8]) -> Number {
+    let mut wide = [0u8; 8];
+    let width = le.len().min(8);
+    wide[..width].copy_from_slice(&le[..width]);
+    let bits = u64::from_le_bytes(wide);
+    let integer = |i: i64| match u64::try_from(i) {
+        Ok(u) => Number::Uint(u),
+        Err(_) => Number::Int(i),
+    };
+    match dtype {
+        DataType::Int8 => integer(i64::from(bits as u8 as i8)),
+        DataType::Int16 => integer(i64::from(bits as u16 as i16)),
+        DataType::Int32 => integer(i64::from(bits as u32 as i32)),
+        DataType::Int64 => integer(bits as i64),
+        DataType::Fp16 => Number::Double(f16::from_bits(bits as u16).to_f64()),
+        DataType::Bf16 => Number::Double(bf16::from_bits(bits as u16).to_f64()),
+        DataType::Fp32 => Number::Double(f64::from(f32::from_bits(bits as u32))),
+        DataType::Fp64 => Number::Double(f64::from_bits(bits)),
+        DataType::Uint8
+        | DataType::Uint16
+        | DataType::Uint32
+        | DataType::Uint64
+        | DataType::Bool
+        | DataType::Bytes => Number::Uint(bits),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ALL_DATATYPES;
 
     fn put(dtype: DataType, n: Number) -> Option<Vec<u8>> {
         let mut out = Vec::new();
@@ -151,5 +188,33 @@ mod tests {
         );
         assert!(putter(DataType::Bool).is_none());
         assert!(putter(DataType::Bytes).is_none());
+    }
+
+    #[test]
+    fn widened_elements_narrow_to_the_same_bytes() {
+        let numbers = [
+            Number::Uint(0),
+            Number::Uint(300),
+            Number::Uint(u64::MAX),
+            Number::Int(-1),
+            Number::Int(i64::MIN),
+            Number::Double(0.1),
+            Number::Double(-0.0),
+            Number::Double(1e300),
+            Number::Double(f64::NAN),
+            Number::Double(f64::NEG_INFINITY),
+        ];
+        for dtype in ALL_DATATYPES {
+            let Some(put) = putter(dtype) else { continue };
+            for n in numbers {
+                let mut first = Vec::new();
+                if !put(n, &mut first) {
+                    continue;
+                }
+                let mut again = Vec::new();
+                assert!(put(widen(dtype, &first), &mut again), "{dtype:?} {n:?}");
+                assert_eq!(first, again, "{dtype:?} {n:?}");
+            }
+        }
     }
 }

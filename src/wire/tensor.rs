@@ -15,7 +15,7 @@ use crate::wire::json_write::{
 };
 use crate::wire::narrow::{self, bf16_le, fp16_le, fp32_le};
 
-const SHAPE_MISMATCH: &str =
+pub(crate) const SHAPE_MISMATCH: &str =
     "Unable to parse 'data': Shape does not match true shape of 'data' field";
 
 fn leaf_error(what: &str) -> Error {
@@ -43,16 +43,6 @@ pub(crate) fn encode_json_data(dtype: DataType, data: &Value, count: usize) -> R
     let Some(size) = dtype.element_size() else {
         return encode_json_bytes(data).map(Bytes::from);
     };
-    if let Value::Array(items) = data {
-        // Written while parsing (`json::parse_request`): every element was
-        // taken, so only the count is left to check.
-        if let Some((_, bytes)) = items.tensor().filter(|(filled, _)| *filled == dtype) {
-            if bytes.len() != count.saturating_mul(size) {
-                return Err(Error::json(SHAPE_MISMATCH));
-            }
-            return Ok(bytes.clone());
-        }
-    }
     let mut out = Vec::with_capacity(count.saturating_mul(size));
     if let Value::Array(items) = data {
         // A flat array of numbers of the right length into a float tensor can
@@ -279,139 +269,6 @@ mod tests {
         DataType::Uint64,
         DataType::Bool,
     ];
-
-    /// The `data` member of a request's first input.
-    fn first_data(request: &Value) -> &Value {
-        let Some(Value::Array(inputs)) = request.get("inputs") else {
-            panic!()
-        };
-        let Some(std::borrow::Cow::Borrowed(input)) = inputs.iter().next() else {
-            panic!()
-        };
-        input.get("data").unwrap()
-    }
-
-    #[test]
-    fn arrays_filled_while_parsing_encode_as_values_do() {
-        use crate::wire::json::{parse, parse_request, MAX_DEPTH};
-        let datas = [
-            "[1.5,-0.0,1e300,3.0]",
-            "[1,-2,9223372036854775807,0]",
-            "[1,2,3,18446744073709551615]",
-            "[1,2.5,-3,4]",
-            "[0,1,2,3,4]",
-            "[[1,2],[3,4]]",
-            "[1,2,\"3\",4]",
-            "[1,true,3,4]",
-            "[1,NaN,-Infinity,4]",
-            "[300,-129,65536,7]",
-        ];
-        for data in datas {
-            for dtype in TYPES {
-                let text = format!(
-                    r#"{{"inputs":[{{"name":"I","datatype":"{}","shape":[4],"data":{data}}}]}}"#,
-                    dtype.as_str()
-                );
-                let plain = parse(text.as_bytes(), MAX_DEPTH).unwrap();
-                let filled = parse_request(text.as_bytes(), MAX_DEPTH).unwrap();
-                for count in [3, 4, 5] {
-                    let want = encode_json_data(dtype, first_data(&plain), count);
-                    let got = encode_json_data(dtype, first_data(&filled), count);
-                    assert_eq!(
-                        got.map_err(|e| e.to_string()),
-                        want.map_err(|e| e.to_string()),
-                        "{text} {count}"
-                    );
-                }
-            }
-        }
-        // The plain floats of a float tensor were written while parsing.
-        let text = br#"{"inputs":[{"datatype":"FP32","shape":[2],"data":[1.5,2]}]}"#;
-        let filled = parse_request(text, MAX_DEPTH).unwrap();
-        let Value::Array(items) = first_data(&filled) else {
-            panic!()
-        };
-        let (dtype, bytes) = items.tensor().expect("filled while parsing");
-        assert_eq!(dtype, DataType::Fp32);
-        assert_eq!(
-            &bytes[..],
-            [1.5f32.to_le_bytes(), 2f32.to_le_bytes()].concat()
-        );
-        // A datatype after the data, or none, leaves the array as values.
-        for text in [
-            &br#"{"inputs":[{"shape":[2],"data":[1.5,2],"datatype":"FP32"}]}"#[..],
-            br#"{"inputs":[{"shape":[2],"data":[1.5,2]}]}"#,
-            br#"{"outputs":[{"datatype":"FP32","data":[1.5,2]}]}"#,
-        ] {
-            let doc = parse_request(text, MAX_DEPTH).unwrap();
-            assert_eq!(doc, parse(text, MAX_DEPTH).unwrap());
-        }
-    }
-
-    /// Long FP32 arrays (where the parser reads short decimals in its
-    /// straight loop, module `json_decimal`) mixed with every other form of
-    /// number and separator: the bytes written while parsing are the ones
-    /// the plain values convert to.
-    #[test]
-    fn long_fp32_arrays_fill_as_their_values_convert() {
-        use crate::wire::fixtures::xorshift;
-        use crate::wire::json::{parse, parse_request, MAX_DEPTH};
-        let forms = [
-            "262143.0",
-            "-1.0",
-            "0.0",
-            "-0.0",
-            "-0",
-            "0",
-            "7",
-            "-42",
-            "1234567",
-            "12345678",
-            "0.25",
-            "-3.1415927",
-            "0.1234567",
-            "0.12345678",
-            "1e3",
-            "-2.5E-2",
-            "1.0e0",
-            "9999999.9999999",
-            "16777217",
-            "0.30000000000000004",
-            "NaN",
-            "-Infinity",
-        ];
-        let separators = [",", ",", ",", ", ", " ,", ",\n"];
-        let mut st = 0x2545_F491_4F6C_DD1D_u64;
-        for _ in 0..20 {
-            let mut elements = Vec::new();
-            for _ in 0..2_000 {
-                let r = xorshift(&mut st);
-                let form = forms[(r % forms.len() as u64) as usize];
-                let separator = separators[((r >> 32) % separators.len() as u64) as usize];
-                elements.push((form, separator));
-            }
-            let mut data = String::from("[");
-            for (i, (form, separator)) in elements.iter().enumerate() {
-                if i > 0 {
-                    data.push_str(separator);
-                }
-                data.push_str(form);
-            }
-            data.push(']');
-            let count = elements.len();
-            let text = format!(
-                r#"{{"inputs":[{{"name":"I","datatype":"FP32","shape":[{count}],"data":{data}}}]}}"#
-            );
-            let plain = parse(text.as_bytes(), MAX_DEPTH).unwrap();
-            let filled = parse_request(text.as_bytes(), MAX_DEPTH).unwrap();
-            let want = encode_json_data(DataType::Fp32, first_data(&plain), count).unwrap();
-            let Value::Array(items) = first_data(&filled) else {
-                panic!()
-            };
-            let (_, got) = items.tensor().expect("filled while parsing");
-            assert_eq!(got, &want);
-        }
-    }
 
     #[test]
     fn number_slices_convert_like_single_leaves() {

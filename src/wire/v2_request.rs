@@ -2,7 +2,10 @@
 //! into a protocol-neutral [`InferRequest`]. Pure and synchronous: no I/O,
 //! no knowledge of the upstream. Every declared length is checked before
 //! anything is sliced; tensor bytes of the binary tail are sliced, never
-//! copied.
+//! copied. JSON `data` arrays are written into tensor bytes while the
+//! header is parsed (module `tensor_sink`).
+
+mod tensor_sink;
 
 use bytes::Bytes;
 
@@ -13,9 +16,8 @@ use crate::model::{
 };
 use crate::wire::json::Value;
 use crate::wire::json_access::{
-    self as access, as_array, as_bool, as_str, as_uint, lossy, member, Field, NOT_MEMBERS, NOT_UINT,
+    as_array, as_bool, as_str, as_uint, lossy, member, Field, NOT_MEMBERS, NOT_UINT,
 };
-use crate::wire::tensor;
 
 /// Limits applied while decoding (see `config::Limits`).
 #[derive(Debug, Clone, Copy)]
@@ -140,7 +142,19 @@ fn decode_header(
     tail: Tail,
     limits: DecodeLimits,
 ) -> Result<InferRequest> {
-    let root = access::parse_request(header, limits.max_json_depth)?;
+    let root = tensor_sink::parse(header, limits.max_json_depth)?;
+    decode_document(model, version, &root, tail, limits)
+}
+
+/// The request a parsed header describes (its `data` arrays as the tensor
+/// sink left them, or as plain values).
+fn decode_document(
+    model: &str,
+    version: &str,
+    root: &Value,
+    tail: Tail,
+    limits: DecodeLimits,
+) -> Result<InferRequest> {
     let mut decoder = Decoder {
         model,
         tail,
@@ -152,7 +166,7 @@ fn decode_header(
             ..InferRequest::default()
         },
     };
-    decoder.decode_root(&root)?;
+    decoder.decode_root(root)?;
     Ok(decoder.request)
 }
 
@@ -377,7 +391,7 @@ impl Decoder<'_> {
                 )));
             }
         }
-        let encoded = tensor::encode_json_data(dtype, data, count as usize)?;
+        let encoded = tensor_sink::encode_data(dtype, data, count as usize)?;
         if encoded.len() > self.limits.max_input_size {
             return Err(Error::invalid(format!(
                 "JSON input '{name}' has a byte_size ({} bytes) that exceeds the maximum allowed value of {} bytes. Use --http-max-input-size to increase the limit.",
