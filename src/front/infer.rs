@@ -103,10 +103,10 @@ impl Gateway {
             rest.len.map(|n| n + in_hand),
             self.decode_limits(),
         )?;
-        let bytes_input = request.inputs.iter().any(|i| {
-            matches!(i.data, InputData::Streamed(_))
-                && DataType::parse(i.datatype.as_bytes()) == Some(DataType::Bytes)
-        });
+        let bytes_input = request
+            .inputs
+            .iter()
+            .any(|i| matches!(i.data, InputData::Streamed(_)) && i.datatype == DataType::Bytes);
         if !bytes_input {
             rest.rest.unread(req.body.slice(header_len..));
             return Ok((request, Some(rest.rest)));

@@ -20,7 +20,7 @@ use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::front::http::{Answer, StreamedResponse};
 use crate::front::infer::sent_error;
-use crate::model::{element_count, DataType, InferRequest, InferResponse, OutputKind};
+use crate::model::{element_count, InferRequest, InferResponse, OutputKind};
 use crate::translate::sequence::request_sequence_key;
 use crate::translate::{from_grpc, outputs, to_grpc};
 use crate::upstream::answer::{self, AnswerTap, Tapped};
@@ -113,7 +113,7 @@ fn entry_plan(
                 return Some(None);
             }
             let binary = request.output_kind(&output.name) == OutputKind::Binary;
-            let size = DataType::parse(output.datatype.as_bytes())?.element_size()?;
+            let size = output.datatype.known()?.element_size()?;
             let count = element_count(&output.shape)?;
             binary.then_some(())?;
             count.checked_mul(size as u64).map(Some)
