@@ -29,6 +29,7 @@ pub mod upstream;
 pub mod wire;
 
 pub use app::Gateway;
+pub use front::pipeline::Pipeline;
 /// The generated gRPC types (crate `tensorgate-proto`), under the name the
 /// gateway's code and its tests use.
 pub use tensorgate_proto as proto;

@@ -4,29 +4,27 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::app::Gateway;
 use crate::body::{BodyRest, Fault};
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::front::http::{too_large, Answer, HttpRequest, HttpResponse, StreamedRest};
+use crate::front::pipeline::Pipeline;
 use crate::front::route::ModelRef;
 use crate::model::{DataType, InferRequest, InputData, ModelInfo, OutputKind, Param};
-use crate::translate::sequence::request_sequence_key;
-use crate::translate::{checks, from_grpc, outputs, to_grpc};
-use crate::upstream::Target;
+use crate::translate::{checks, outputs};
 use crate::wire::{compress, v2_request, v2_response};
 
 /// The header that splits a binary body (protocol §2.1).
 const IHCL: &str = "Inference-Header-Content-Length";
 
-impl Gateway {
+impl Pipeline {
     pub(crate) async fn infer(
         &self,
         ctx: &RequestContext,
         model: &ModelRef,
         req: &mut HttpRequest,
     ) -> Result<Answer> {
-        let info = self.model_info(ctx, model).await?;
+        let info = self.gateway.model_info(ctx, model).await?;
         if info.as_ref().is_some_and(|i| i.decoupled) {
             return Err(Error::unsupported(
                 "HTTP end point doesn't support models with decoupled transaction policy",
@@ -45,7 +43,14 @@ impl Gateway {
         if let Some(rest) = rest.as_ref().filter(|_| answer_streams(&request, accept)) {
             return self.infer_streamed_answer(ctx, request, rest.clone()).await;
         }
-        let mut response = self.send_infer(ctx, &request, rest.as_ref()).await?;
+        let mut response = self
+            .gateway
+            .call_infer(ctx, &request, rest.as_ref())
+            .await
+            .map_err(|error| match &rest {
+                Some(rest) => sent_error(&request, rest, error),
+                None => error,
+            })?;
         outputs::keep_requested(&mut response, &request)?;
         // Sent: the answer is made without the input tensors.
         request.inputs = Vec::new();
@@ -68,7 +73,7 @@ impl Gateway {
             &model.version,
             body,
             req.header(IHCL),
-            self.decode_limits(),
+            self.gateway.decode_limits(),
         )?;
         match decoded {
             v2_request::Body::Json(request) => Ok(request),
@@ -101,7 +106,7 @@ impl Gateway {
             &model.version,
             &req.body[..header_len],
             rest.len.map(|n| n + in_hand),
-            self.decode_limits(),
+            self.gateway.decode_limits(),
         )?;
         let bytes_input = request
             .inputs
@@ -112,7 +117,7 @@ impl Gateway {
             return Ok((request, Some(rest.rest)));
         }
         // Held whole, so the whole-body limit applies.
-        let limit = self.config().limits.max_body_size;
+        let limit = self.gateway.config().limits.max_body_size;
         let too_large = |size: u64| too_large(size, limit, "--max-body-size");
         let declared = rest.len.map(|n| n + req.body.len() as u64);
         if let Some(size) = declared.filter(|n| *n > limit as u64) {
@@ -134,49 +139,6 @@ impl Gateway {
         Ok((self.decode_whole(model, req, None)?, None))
     }
 
-    /// `ModelInfer` on a backend serving the model (the sequence's own
-    /// backend for sequence requests), within the gateway's own deadline
-    /// (`upstream.request_timeout_ms`). The request's `timeout` parameter
-    /// is Triton's queueing timeout: forwarded as a parameter only, for the
-    /// server to enforce, as on Triton.
-    pub(crate) async fn call_infer(
-        &self,
-        ctx: &RequestContext,
-        request: &InferRequest,
-    ) -> Result<crate::model::InferResponse> {
-        self.send_infer(ctx, request, None).await
-    }
-
-    /// [`Gateway::call_infer`]; a request with streamed inputs has their
-    /// bytes sent from `rest` as they arrive. A body that broke off, ran
-    /// short or ran long fails the call (the upstream's stream is reset
-    /// before the message completes) and is answered with Triton's text.
-    async fn send_infer(
-        &self,
-        ctx: &RequestContext,
-        request: &InferRequest,
-        rest: Option<&BodyRest>,
-    ) -> Result<crate::model::InferResponse> {
-        let sequence = request_sequence_key(request);
-        let target = Target {
-            model: Some(&request.model_name),
-            sequence: sequence.as_deref(),
-        };
-        let message = to_grpc::model_infer(request);
-        let pool = self.pool();
-        let response = match rest {
-            None => pool.model_infer(ctx, &target, message).await?,
-            Some(rest) => {
-                let streamed = to_grpc::streamed_sizes(request);
-                let sent = pool
-                    .model_infer_streamed(ctx, &target, message, &streamed, rest.clone(), None)
-                    .await;
-                sent.map_err(|error| sent_error(request, rest, error))?
-            }
-        };
-        Ok(from_grpc::model_infer(response, &request.id))
-    }
-
     /// Request `Content-Encoding` (protocol §4.1): gzip/deflate inflated with
     /// the decompressed-size limit; anything else is 501.
     fn decompress(&self, body: Bytes, req: &HttpRequest) -> Result<Bytes> {
@@ -185,7 +147,7 @@ impl Gateway {
         if encoding == compress::Encoding::Identity {
             return Ok(body);
         }
-        compress::inflate(&body, self.config().limits.max_input_size)
+        compress::inflate(&body, self.gateway.config().limits.max_input_size)
             .map(Bytes::from)
             .map_err(|e| Error::invalid(e.to_string()))
     }
@@ -193,7 +155,7 @@ impl Gateway {
     /// `--http-header-forward-pattern`: matching headers become string
     /// parameters named exactly as the client wrote them (protocol §4.3).
     fn forward_headers(&self, req: &HttpRequest, request: &mut InferRequest) {
-        let Some(pattern) = &self.forward_pattern() else {
+        let Some(pattern) = &self.gateway.forward_pattern() else {
             return;
         };
         for (name, value) in &req.headers {

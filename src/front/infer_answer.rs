@@ -14,24 +14,23 @@
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::app::Gateway;
+use crate::app::infer::InferCall;
 use crate::body::BodyRest;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::front::http::{Answer, StreamedResponse};
 use crate::front::infer::sent_error;
+use crate::front::pipeline::Pipeline;
 use crate::model::{element_count, InferRequest, InferResponse, OutputKind};
-use crate::translate::sequence::request_sequence_key;
-use crate::translate::{from_grpc, outputs, to_grpc};
+use crate::translate::{from_grpc, outputs};
 use crate::upstream::answer::{self, AnswerTap, Tapped};
-use crate::upstream::Target;
 use crate::wire::v2_response;
 
 /// Chunks between the relay and the session: the tap's queue holds the
 /// rest.
 const WRITE_AHEAD: usize = 4;
 
-impl Gateway {
+impl Pipeline {
     /// Sends `request` (checked; its body's rest still arriving) and
     /// answers with its outputs streamed when they can be.
     pub(crate) async fn infer_streamed_answer(
@@ -75,20 +74,14 @@ impl Gateway {
         rest: BodyRest,
         tap: AnswerTap,
     ) {
-        let pool = self.pool().clone();
-        let ctx = RequestContext::with_trace(ctx.trace().cloned());
-        let model = request.model_name.clone();
-        let sequence = request_sequence_key(request);
-        let message = to_grpc::model_infer(request);
-        let streamed = to_grpc::streamed_sizes(request);
+        let gateway = self.gateway.clone();
+        // The same context: the access log sees the call's backend and time.
+        let ctx = ctx.clone();
+        let call = InferCall::new(request, Some(rest))
+            .tapped(tap.clone())
+            .into_owned();
         tokio::spawn(async move {
-            let target = Target {
-                model: Some(&model),
-                sequence: sequence.as_deref(),
-            };
-            let sent = pool
-                .model_infer_streamed(&ctx, &target, message, &streamed, rest, Some(tap.clone()))
-                .await;
+            let sent = gateway.send_infer(&ctx, call).await;
             tap.end(sent.map(drop)).await;
         });
     }

@@ -207,13 +207,13 @@ impl Pool {
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         let backend = lease.backend();
-        let started = Instant::now();
+        let started = ctx.attempt_started(backend.addr);
         let remaining = deadline.remaining();
         let result = tokio::time::timeout(remaining, rpc(handle, remaining)).await;
         let finished = |outcome: &str| {
-            let took = started.elapsed();
-            self.metrics().upstream_call(&backend.label, outcome, took);
-            ctx.upstream_attempt(backend.addr, took);
+            self.metrics()
+                .upstream_call(&backend.label, outcome, started.elapsed());
+            ctx.upstream_attempt(backend.addr, started);
         };
         let (error, unreached, cause) = match result {
             Ok(Ok(response)) => {
