@@ -16,10 +16,10 @@ use crate::context::RequestContext;
 use crate::error::Result;
 use crate::model::{InferRequest, InferResponse};
 use crate::proto::inference::ModelInferResponse;
-use crate::translate::from_grpc::stream::Answers;
+use crate::translate::from_grpc::stream::Replies;
 use crate::translate::sequence::request_sequence_key;
 use crate::translate::{from_grpc, to_grpc};
-use crate::upstream::answer::AnswerTap;
+use crate::upstream::reply::ReplyTap;
 use crate::upstream::{call, Client, Lease, Target};
 
 /// One `ModelInfer` (or `ModelStreamInfer`) call of a checked request.
@@ -32,8 +32,8 @@ pub(crate) struct InferCall<'r> {
     /// Of a streamed body: the rest, and for each raw entry the size of
     /// the bytes that follow in it (`to_grpc::streamed_sizes`).
     streamed: Option<(BodyRest, Vec<Option<u64>>)>,
-    /// Where the answer's raw outputs go as they arrive (`upstream::answer`).
-    tap: Option<AnswerTap>,
+    /// Where the answer's raw outputs go as they arrive (`upstream::reply`).
+    tap: Option<ReplyTap>,
 }
 
 impl<'r> InferCall<'r> {
@@ -51,7 +51,7 @@ impl<'r> InferCall<'r> {
 
     /// The answer's raw outputs into `tap` as they arrive; the answer
     /// [`Gateway::send_infer`] returns then lacks them.
-    pub(crate) fn tapped(self, tap: AnswerTap) -> InferCall<'r> {
+    pub(crate) fn tapped(self, tap: ReplyTap) -> InferCall<'r> {
         InferCall {
             tap: Some(tap),
             ..self
@@ -123,7 +123,7 @@ impl Gateway {
         &self,
         ctx: &RequestContext,
         request: &InferRequest,
-    ) -> Result<(Lease, Answers)> {
+    ) -> Result<(Lease, Replies)> {
         let pool = self.pool();
         pool.started().await;
         let call = InferCall::new(request, None);
@@ -145,7 +145,7 @@ impl Gateway {
             .call_on(ctx, &lease, timeout, &open)
             .await
             .map_err(call::Attempt::into_error)?;
-        Ok((lease, Answers::new(stream, request.id.clone())))
+        Ok((lease, Replies::new(stream, request.id.clone())))
     }
 }
 

@@ -14,9 +14,9 @@ use crate::error::{Error, Kind, Result};
 use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedResponse};
 use crate::front::pipeline::Pipeline;
 use crate::front::route::ModelRef;
-use crate::translate::from_grpc::stream::{Answers, StreamItem};
+use crate::translate::from_grpc::stream::{Replies, StreamItem};
 use crate::upstream::Lease;
-use crate::wire::{compress, generate};
+use crate::wire::generate;
 
 /// Events buffered between the upstream reader and the HTTP writer. Small:
 /// beyond it the reader waits for the client (backpressure), and tonic's
@@ -36,7 +36,7 @@ const NOT_ONE_RESPONSE: &str = "generate expects model to produce exactly 1 resp
 struct Upstream {
     /// The backend's in-flight count covers the whole generation.
     lease: Lease,
-    answers: Answers,
+    answers: Replies,
     deadline: tokio::time::Instant,
     /// The generation's deadline as configured (for the 504 text).
     timeout: std::time::Duration,
@@ -153,9 +153,7 @@ impl Pipeline {
                 "generate needs the model's inputs, which the upstream does not provide (no ModelConfig or ModelMetadata)",
             )
         })?;
-        if compress::request_encoding(req.header("Content-Encoding"))
-            != Ok(compress::Encoding::Identity)
-        {
+        if !req.plan.body_identity() {
             return Err(Error::invalid(
                 "Unsupported content-encoding, only 'identity' is supported.",
             ));

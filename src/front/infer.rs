@@ -14,9 +14,6 @@ use crate::model::{DataType, InferRequest, InputData, ModelInfo, OutputKind, Par
 use crate::translate::{checks, outputs};
 use crate::wire::{compress, v2_request, v2_response};
 
-/// The header that splits a binary body (protocol §2.1).
-const IHCL: &str = "Inference-Header-Content-Length";
-
 impl Pipeline {
     pub(crate) async fn infer(
         &self,
@@ -39,8 +36,8 @@ impl Pipeline {
         checks::classification(&request, info.as_deref())?;
         checks::tensor_sizes(&request, info.as_deref())?;
         self.forward_headers(req, &mut request);
-        let accept = req.header("Accept-Encoding");
-        if let Some(rest) = rest.as_ref().filter(|_| answer_streams(&request, accept)) {
+        let encoding = req.plan.answer_encoding;
+        if let Some(rest) = rest.as_ref().filter(|_| answer_streams(&request, encoding)) {
             return self.infer_streamed_answer(ctx, request, rest.clone()).await;
         }
         let mut response = self
@@ -55,7 +52,7 @@ impl Pipeline {
         // Sent: the answer is made without the input tensors.
         request.inputs = Vec::new();
         let encoded = v2_response::encode(&response, &request)?;
-        Ok(Answer::Full(self.infer_response(encoded, accept)))
+        Ok(Answer::Full(self.infer_response(encoded, encoding)))
     }
 
     /// Decodes a body in hand. It goes into the decoder: a JSON body is
@@ -72,7 +69,7 @@ impl Pipeline {
             &model.name,
             &model.version,
             body,
-            req.header(IHCL),
+            req.plan.header_length.as_deref(),
             self.gateway.decode_limits(),
         )?;
         match decoded {
@@ -97,7 +94,9 @@ impl Pipeline {
         req: &mut HttpRequest,
         rest: StreamedRest,
     ) -> Result<(InferRequest, Option<BodyRest>)> {
-        let header_len = usize::try_from(v2_request::atoi(req.header(IHCL).unwrap_or_default()))
+        let header_len = req
+            .plan
+            .binary_header_len()
             .unwrap_or(0)
             .min(req.body.len());
         let in_hand = (req.body.len() - header_len) as u64;
@@ -142,7 +141,9 @@ impl Pipeline {
     /// Request `Content-Encoding` (protocol §4.1): gzip/deflate inflated with
     /// the decompressed-size limit; anything else is 501.
     fn decompress(&self, body: Bytes, req: &HttpRequest) -> Result<Bytes> {
-        let encoding = compress::request_encoding(req.header("Content-Encoding"))
+        let encoding = req
+            .plan
+            .body_encoding
             .map_err(|()| Error::new(Kind::UnsupportedEncoding, "Unsupported compression type"))?;
         if encoding == compress::Encoding::Identity {
             return Ok(body);
@@ -171,13 +172,12 @@ impl Pipeline {
     pub(crate) fn infer_response(
         &self,
         encoded: v2_response::Encoded,
-        accept: Option<&[u8]>,
+        encoding: compress::Encoding,
     ) -> HttpResponse {
         let mut headers = vec![("Content-Type", encoded.content_type().to_string())];
         if let Some(n) = encoded.header_length() {
             headers.push(("Inference-Header-Content-Length", n.to_string()));
         }
-        let encoding = compress::negotiate(accept);
         let mut body: Vec<Bytes> = Vec::with_capacity(1 + encoded.tails.len());
         body.push(Bytes::from(encoded.header));
         body.extend(encoded.tails);
@@ -210,7 +210,7 @@ pub(crate) fn sent_error(request: &InferRequest, rest: &BodyRest, error: Error) 
 /// Whether `request`'s answer may be streamed: every output it asks for
 /// is binary (none in JSON, classified or in shared memory), and the
 /// client accepts it uncompressed.
-fn answer_streams(request: &InferRequest, accept: Option<&[u8]>) -> bool {
+fn answer_streams(request: &InferRequest, encoding: compress::Encoding) -> bool {
     let listed_binary = request
         .outputs
         .iter()
@@ -218,7 +218,7 @@ fn answer_streams(request: &InferRequest, accept: Option<&[u8]>) -> bool {
     let unlisted_binary = request.unlisted_kind == Some(OutputKind::Binary);
     listed_binary
         && (unlisted_binary || !request.outputs.is_empty())
-        && compress::negotiate(accept) == compress::Encoding::Identity
+        && encoding == compress::Encoding::Identity
 }
 
 /// A body whose feed stopped: the session answers the reason it knows (a

@@ -1,7 +1,7 @@
 //! The answer of a streamed `/infer` request whose outputs are all binary
 //! (`infer::answer_streams`): written to the client while the upstream
 //! still sends it. The call runs in a task of its own with an answer tap
-//! (`upstream::answer`); its head (the small fields) fixes the status and
+//! (`upstream::reply`); its head (the small fields) fixes the status and
 //! the JSON header, whose `binary_data_size`s come from each output's
 //! shape and datatype, so `Content-Length` is known before the first
 //! output byte. The outputs' bytes then go to the client as they arrive,
@@ -23,7 +23,8 @@ use crate::front::infer::sent_error;
 use crate::front::pipeline::Pipeline;
 use crate::model::{element_count, InferRequest, InferResponse, OutputKind};
 use crate::translate::{from_grpc, outputs};
-use crate::upstream::answer::{self, AnswerTap, Tapped};
+use crate::upstream::reply::{self, ReplyTap, Tapped};
+use crate::wire::compress::Encoding;
 use crate::wire::v2_response;
 
 /// Chunks between the relay and the session: the tap's queue holds the
@@ -39,7 +40,7 @@ impl Pipeline {
         mut request: InferRequest,
         rest: BodyRest,
     ) -> Result<Answer> {
-        let (tap, mut tapped) = answer::tap();
+        let (tap, mut tapped) = reply::tap();
         self.spawn_call(ctx, &request, rest.clone(), tap);
         let (response, raw_follow) = match tapped.recv().await {
             Some(Tapped::Head {
@@ -62,7 +63,9 @@ impl Pipeline {
         let mut response = from_grpc::model_infer_with_raw(response, raw, &request.id);
         outputs::keep_requested(&mut response, &request)?;
         let encoded = v2_response::encode(&response, &request)?;
-        Ok(Answer::Full(self.infer_response(encoded, None)))
+        Ok(Answer::Full(
+            self.infer_response(encoded, Encoding::Identity),
+        ))
     }
 
     /// `ModelInfer` for `request` in a task of its own (the answer outlives
@@ -72,7 +75,7 @@ impl Pipeline {
         ctx: &RequestContext,
         request: &InferRequest,
         rest: BodyRest,
-        tap: AnswerTap,
+        tap: ReplyTap,
     ) {
         let gateway = self.gateway.clone();
         // The same context: the access log sees the call's backend and time.

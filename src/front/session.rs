@@ -69,6 +69,9 @@ impl GatewayService {
                 (name, Bytes::copy_from_slice(value.as_bytes()))
             })
             .collect();
+        // The plan (headers read once) before the body: it says whether
+        // the body streams.
+        let mut request = HttpRequest::new(method, path, headers, Bytes::new());
         let v1_prefix = &self.gateway().config().v1.path_prefix;
         let Some(route) = Route::classify_target(&target, v1_prefix) else {
             let refusal = HttpResponse::error(&Error::route_not_found());
@@ -77,7 +80,7 @@ impl GatewayService {
         let body_timeout = self.gateway().config().limits.body_timeout();
         let deadline = tokio::time::Instant::now() + body_timeout;
         let limits = &self.gateway().config().limits;
-        let header_len = streams_from(&route, session, limits);
+        let header_len = streams_from(&route, &request.plan, session, limits);
         let read = tokio::time::timeout_at(deadline, read_body(session, header_len, limits)).await;
         let read = match read.unwrap_or_else(|_| Err(slow_body(body_timeout))) {
             Ok(read) => read,
@@ -91,7 +94,7 @@ impl GatewayService {
             Read::Whole(body) => (body, None),
             Read::Head(body, counted) => (body, Some(counted)),
         };
-        let mut request = HttpRequest::new(method, path, headers, body);
+        request.body = body;
         request.peer = peer;
         if let Some(counted) = head {
             return self

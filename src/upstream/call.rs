@@ -8,12 +8,12 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use super::answer::AnswerTap;
 use super::backend::{Lease, OptionalRpc};
 use super::encoded::EncodedInfer;
 pub(crate) use super::failure::failure_text;
 use super::pool::{Pool, Target};
-use super::raw::RawAnswer;
+use super::raw::RawReply;
+use super::reply::ReplyTap;
 use super::Client;
 use crate::body::BodyRest;
 use crate::context::RequestContext;
@@ -310,7 +310,7 @@ impl Pool {
         message: ModelInferRequest,
         streamed: &[Option<u64>],
         rest: BodyRest,
-        tap: Option<AnswerTap>,
+        tap: Option<ReplyTap>,
     ) -> Result<ModelInferResponse> {
         // Not held, so only gRPC's own 4 GiB bounds it (and the upstream's
         // maximum, with its own error).
@@ -346,7 +346,7 @@ impl Pool {
         path: &'static str,
         metadata: &tonic::metadata::MetadataMap,
         message: &EncodedInfer,
-    ) -> Result<RawAnswer> {
+    ) -> Result<RawReply> {
         self.call_through(ctx, target, deadline, None, Lease::raw, |raw, timeout| {
             raw.call(path, metadata.clone(), timeout, message.clone())
         })

@@ -16,7 +16,6 @@
 //! - `thread_slot.rs`: which request channel the calling thread uses;
 //! - `model_info.rs`: the cache of model signatures.
 
-pub(crate) mod answer;
 pub(crate) mod backend;
 pub(crate) mod call;
 pub(crate) mod discovery;
@@ -27,6 +26,7 @@ pub(crate) mod health;
 pub(crate) mod model_info;
 pub(crate) mod pool;
 pub(crate) mod raw;
+pub(crate) mod reply;
 pub(crate) mod select;
 pub(crate) mod thread_slot;
 mod transport;

@@ -30,7 +30,7 @@ pub(crate) struct RawClient {
 }
 
 /// The backend's answer, as it comes.
-pub(crate) type RawAnswer = http::Response<Body>;
+pub(crate) type RawReply = http::Response<Body>;
 
 impl RawClient {
     pub(super) fn new(transport: Transport, origin: &http::Uri) -> RawClient {
@@ -52,7 +52,7 @@ impl RawClient {
         metadata: MetadataMap,
         timeout: Duration,
         message: EncodedInfer,
-    ) -> std::result::Result<tonic::Response<RawAnswer>, Status> {
+    ) -> std::result::Result<tonic::Response<RawReply>, Status> {
         let mut request = http::Request::new(Body::empty());
         *request.method_mut() = http::Method::POST;
         *request.version_mut() = http::Version::HTTP_2;
@@ -90,7 +90,7 @@ fn headers(metadata: MetadataMap, timeout: Duration) -> http::HeaderMap {
 
 /// The failure an answer's head carries: a status without a message, or
 /// an HTTP status other than 200 (mapped as gRPC's HTTP-to-gRPC table).
-fn refused(answer: &RawAnswer) -> Option<Status> {
+fn refused(answer: &RawReply) -> Option<Status> {
     if let Some(status) = Status::from_header_map(answer.headers()) {
         return (status.code() != Code::Ok).then_some(status);
     }
@@ -113,7 +113,7 @@ fn refused(answer: &RawAnswer) -> Option<Status> {
 mod tests {
     use super::*;
 
-    fn answer(status: u16, headers: &[(&'static str, &'static str)]) -> RawAnswer {
+    fn answer(status: u16, headers: &[(&'static str, &'static str)]) -> RawReply {
         let mut answer = http::Response::new(Body::empty());
         *answer.status_mut() = http::StatusCode::from_u16(status).unwrap();
         for (name, value) in headers {

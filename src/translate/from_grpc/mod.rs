@@ -72,7 +72,7 @@ pub(crate) fn model_infer(response: ModelInferResponse, request_id: &[u8]) -> In
 }
 
 /// [`model_infer`] of an answer whose raw outputs came apart from it
-/// (`upstream::answer`).
+/// (`upstream::reply`).
 pub(crate) fn model_infer_with_raw(
     mut response: ModelInferResponse,
     raw: Vec<Bytes>,
