@@ -30,6 +30,37 @@ pub struct RequestContext {
     upstream: Arc<Mutex<Record>>,
 }
 
+/// One running attempt of a request (see
+/// [`RequestContext::attempt_started`]).
+#[derive(Debug)]
+pub struct AttemptClock {
+    record: Arc<Mutex<Record>>,
+    backend: SocketAddr,
+    started: Instant,
+}
+
+impl AttemptClock {
+    /// The attempt ended: its time is the request's.
+    pub fn ended(self) -> Duration {
+        let took = self.started.elapsed();
+        if let Ok(mut record) = self.record.lock() {
+            record.ended.time += took;
+            record.ended.backend = Some(self.backend);
+        }
+        took
+    }
+}
+
+impl Drop for AttemptClock {
+    fn drop(&mut self) {
+        if let Ok(mut record) = self.record.lock() {
+            if let Some(at) = record.running.iter().position(|s| *s == self.started) {
+                record.running.swap_remove(at);
+            }
+        }
+    }
+}
+
 /// What the attempts spent: those that ended, and the start of each one
 /// still running.
 #[derive(Debug, Default)]
@@ -57,25 +88,19 @@ impl RequestContext {
         self.trace.as_ref()
     }
 
-    /// An upstream attempt on `backend` starts now; the token ends it
-    /// ([`RequestContext::upstream_attempt`]).
-    pub fn attempt_started(&self, backend: SocketAddr) -> Instant {
-        let now = Instant::now();
+    /// An upstream attempt on `backend` starts now; it counts as running
+    /// until [`AttemptClock::ended`] adds its time (dropped unended, as
+    /// when its call is cancelled, it stops counting).
+    pub fn attempt_started(&self, backend: SocketAddr) -> AttemptClock {
+        let started = Instant::now();
         if let Ok(mut record) = self.upstream.lock() {
             record.ended.backend = Some(backend);
-            record.running.push(now);
+            record.running.push(started);
         }
-        now
-    }
-
-    /// The attempt on `backend` begun at `started` ended.
-    pub fn upstream_attempt(&self, backend: SocketAddr, started: Instant) {
-        if let Ok(mut record) = self.upstream.lock() {
-            if let Some(at) = record.running.iter().position(|s| *s == started) {
-                record.running.swap_remove(at);
-            }
-            record.ended.time += started.elapsed();
-            record.ended.backend = Some(backend);
+        AttemptClock {
+            record: self.upstream.clone(),
+            backend,
+            started,
         }
     }
 
@@ -108,17 +133,20 @@ mod tests {
         );
         let first = ctx.attempt_started(a);
         std::thread::sleep(Duration::from_millis(3));
-        ctx.upstream_attempt(a, first);
+        first.ended();
         let ended = ctx.upstream_use();
         assert!(ended.time >= Duration::from_millis(3));
         assert_eq!(ended.backend, Some(a));
         // A clone is the same request; a running attempt counts so far.
         let spawned = ctx.clone();
-        spawned.attempt_started(b);
+        let running = spawned.attempt_started(b);
         std::thread::sleep(Duration::from_millis(4));
         let used = ctx.upstream_use();
         assert!(used.time >= ended.time + Duration::from_millis(4));
         assert_eq!(used.backend, Some(b));
+        // Cancelled: it no longer counts.
+        drop(running);
+        assert_eq!(ctx.upstream_use().time, ended.time);
         assert!(ctx.trace().is_none());
     }
 }

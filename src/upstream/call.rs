@@ -207,13 +207,12 @@ impl Pool {
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         let backend = lease.backend();
-        let started = ctx.attempt_started(backend.addr);
+        let clock = ctx.attempt_started(backend.addr);
         let remaining = deadline.remaining();
         let result = tokio::time::timeout(remaining, rpc(handle, remaining)).await;
         let finished = |outcome: &str| {
-            self.metrics()
-                .upstream_call(&backend.label, outcome, started.elapsed());
-            ctx.upstream_attempt(backend.addr, started);
+            let took = clock.ended();
+            self.metrics().upstream_call(&backend.label, outcome, took);
         };
         let (error, unreached, cause) = match result {
             Ok(Ok(response)) => {
