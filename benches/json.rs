@@ -235,7 +235,7 @@ fn response(values: &[f32]) -> InferResponse {
     let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     let output = |name: &str| OutputTensor {
         name: name.to_string(),
-        datatype: "FP32".to_string(),
+        datatype: "FP32".into(),
         shape: vec![values.len() as i64],
         data: Bytes::from(raw.clone()),
     };

@@ -41,3 +41,4 @@ pub mod upstream;
 pub mod wire;
 
 pub use app::Gateway;
+pub use front::pipeline::Pipeline;

@@ -44,9 +44,23 @@ pub const ALL_DATATYPES: [DataType; 14] = [
 impl DataType {
     /// Exact, case-sensitive mapping of the protocol name (protocol §2.3 item 3).
     pub fn parse(name: &[u8]) -> Option<DataType> {
-        ALL_DATATYPES
-            .into_iter()
-            .find(|d| d.as_str().as_bytes() == name)
+        Some(match name {
+            b"BOOL" => DataType::Bool,
+            b"UINT8" => DataType::Uint8,
+            b"UINT16" => DataType::Uint16,
+            b"UINT32" => DataType::Uint32,
+            b"UINT64" => DataType::Uint64,
+            b"INT8" => DataType::Int8,
+            b"INT16" => DataType::Int16,
+            b"INT32" => DataType::Int32,
+            b"INT64" => DataType::Int64,
+            b"FP16" => DataType::Fp16,
+            b"FP32" => DataType::Fp32,
+            b"FP64" => DataType::Fp64,
+            b"BYTES" => DataType::Bytes,
+            b"BF16" => DataType::Bf16,
+            _ => return None,
+        })
     }
 
     pub fn as_str(self) -> &'static str {
@@ -95,6 +109,76 @@ impl DataType {
         ALL_DATATYPES
             .into_iter()
             .find(|d| *d != DataType::Bytes && d.config_name() == name)
+    }
+}
+
+/// A tensor's datatype as a request or an answer names it, read once:
+/// one we know, or a name we do not, kept as written so the upstream
+/// refuses it in its own words (an input) or the client sees it (an
+/// output).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DeclaredType {
+    Known(DataType),
+    Unknown(Box<str>),
+}
+
+impl DeclaredType {
+    /// Reads a protocol name (exact, case-sensitive: `DataType::parse`).
+    pub fn read(name: &str) -> DeclaredType {
+        match DataType::parse(name.as_bytes()) {
+            Some(known) => DeclaredType::Known(known),
+            None => DeclaredType::Unknown(name.into()),
+        }
+    }
+
+    /// The datatype, when it is one we know.
+    pub fn known(&self) -> Option<DataType> {
+        match self {
+            DeclaredType::Known(known) => Some(*known),
+            DeclaredType::Unknown(_) => None,
+        }
+    }
+
+    /// The name as the protocol writes it (an unknown one as it came).
+    pub fn as_str(&self) -> &str {
+        match self {
+            DeclaredType::Known(known) => known.as_str(),
+            DeclaredType::Unknown(name) => name,
+        }
+    }
+}
+
+impl From<DataType> for DeclaredType {
+    fn from(known: DataType) -> DeclaredType {
+        DeclaredType::Known(known)
+    }
+}
+
+impl From<String> for DeclaredType {
+    /// [`DeclaredType::read`], keeping an unknown name's own buffer.
+    fn from(name: String) -> DeclaredType {
+        match DataType::parse(name.as_bytes()) {
+            Some(known) => DeclaredType::Known(known),
+            None => DeclaredType::Unknown(name.into_boxed_str()),
+        }
+    }
+}
+
+impl From<&str> for DeclaredType {
+    fn from(name: &str) -> DeclaredType {
+        DeclaredType::read(name)
+    }
+}
+
+impl PartialEq<DataType> for DeclaredType {
+    fn eq(&self, other: &DataType) -> bool {
+        self.known() == Some(*other)
+    }
+}
+
+impl std::fmt::Display for DeclaredType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -160,9 +244,9 @@ pub enum InputData {
 #[derive(Debug, Clone, PartialEq)]
 pub struct InputTensor {
     pub name: String,
-    /// The datatype exactly as the client wrote it (an unknown name is
-    /// forwarded so the upstream reports its own mismatch error).
-    pub datatype: String,
+    /// The datatype, read once (an unknown name is forwarded as written,
+    /// so the upstream reports its own mismatch error).
+    pub datatype: DeclaredType,
     pub shape: Vec<i64>,
     pub data: InputData,
 }
@@ -213,7 +297,8 @@ impl InferRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutputTensor {
     pub name: String,
-    pub datatype: String,
+    /// As the upstream named it, read once.
+    pub datatype: DeclaredType,
     pub shape: Vec<i64>,
     /// Raw bytes as the upstream sent them (empty for shm outputs).
     pub data: Bytes,
@@ -272,6 +357,23 @@ mod tests {
         assert_eq!(DataType::parse(b"fp32"), None);
         assert_eq!(DataType::parse(b"STRING"), None);
         assert_eq!(DataType::Bytes.config_name(), "TYPE_STRING");
+    }
+
+    #[test]
+    fn a_declared_type_keeps_an_unknown_name_as_written() {
+        for d in ALL_DATATYPES {
+            assert_eq!(DeclaredType::read(d.as_str()), DeclaredType::Known(d));
+            assert_eq!(DeclaredType::from(d.as_str().to_string()).known(), Some(d));
+        }
+        for name in ["fp32", "FP8", "", "TYPE_FP32"] {
+            let read = DeclaredType::read(name);
+            assert_eq!(read, DeclaredType::Unknown(name.into()));
+            assert_eq!(read.known(), None);
+            assert_eq!(read.as_str(), name);
+            assert_eq!(DeclaredType::from(name.to_string()), read);
+        }
+        assert_eq!(DeclaredType::read("BYTES"), DataType::Bytes);
+        assert_ne!(DeclaredType::read("BYTE"), DataType::Bytes);
     }
 
     #[test]

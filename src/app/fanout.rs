@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 use tonic::metadata::MetadataMap;
 
 use crate::app::Gateway;
-use crate::context::{RequestContext, UpstreamUse};
+use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::proto::inference as pb;
 use crate::upstream::{health, Client, Lease, Pool, Target};
@@ -44,8 +44,6 @@ pub(crate) struct Placed {
 struct Outcome {
     address: String,
     result: Result<()>,
-    /// What the backend's call spent (its task has its own context).
-    used: UpstreamUse,
 }
 
 impl Gateway {
@@ -137,6 +135,7 @@ async fn fan_out(
     let mut tasks = JoinSet::new();
     for lease in leases {
         tasks.spawn(control_one(
+            ctx.clone(),
             pool.clone(),
             lease,
             control.clone(),
@@ -146,25 +145,24 @@ async fn fan_out(
     let mut outcomes = Vec::new();
     while let Some(joined) = tasks.join_next().await {
         let outcome = joined.map_err(|e| Error::internal(format!("fan-out task failed: {e}")))?;
-        if let Some(backend) = outcome.used.backend {
-            ctx.upstream_attempt(backend, outcome.used.time);
-        }
         outcomes.push(outcome);
     }
     outcomes.sort_by(|a, b| a.address.cmp(&b.address));
     answer(outcomes)
 }
 
+/// One backend's load or unload, in a task of its own; its time goes to
+/// the request's context (a clone is the same record).
 async fn control_one(
+    ctx: RequestContext,
     pool: Arc<Pool>,
     lease: Lease,
     control: Control,
     options: CallOptions,
 ) -> Outcome {
     let deadline = pool.deadline(options.deadline);
-    let own = RequestContext::untraced();
     let result = pool
-        .call_on(&own, &lease, deadline, &|client, timeout| {
+        .call_on(&ctx, &lease, deadline, &|client, timeout| {
             control.send(client, timeout, &options.metadata)
         })
         .await
@@ -173,7 +171,6 @@ async fn control_one(
     Outcome {
         address: lease.addr().to_string(),
         result: result.map_err(|a| a.into_error()),
-        used: own.upstream_use(),
     }
 }
 
@@ -234,7 +231,6 @@ mod tests {
         Outcome {
             address: address.to_string(),
             result,
-            used: UpstreamUse::default(),
         }
     }
 

@@ -1,13 +1,16 @@
 //! The application core both fronts share (the HTTP front with its v1
 //! routes, the gRPC passthrough with the v1 gRPC service): the gateway's
 //! state ([`Gateway`]: configuration, upstream pool, model cache, access
-//! rules, metrics, in-flight count, reload), the access guard, repository
-//! fan-out, the request context, and connection accounting. It knows no
-//! HTTP or gRPC server types; the fronts translate to and from it.
+//! rules, metrics, in-flight count, reload), the access guard, the
+//! upstream calls of an inference request (`infer`), repository fan-out,
+//! and connection accounting. It knows no HTTP or gRPC server types (no
+//! type of its own has methods outside `app`: `tests/it/layering.rs`);
+//! the fronts translate to and from it.
 
 mod connections;
 pub(crate) mod fanout;
 pub(crate) mod guard;
+pub(crate) mod infer;
 mod inflight;
 pub(crate) mod linger;
 pub(crate) mod metadata;

@@ -77,7 +77,7 @@ pub(crate) async fn serve_http1(
     shutdown: &ShutdownWatch,
     open: &OpenConnections,
 ) {
-    let timeouts = &service.gateway.config().connections;
+    let timeouts = &service.gateway().config().connections;
     let mut wait = timeouts.handshake_timeout();
     let mut stream = WriteBuffered::wrap(stream);
     loop {
@@ -89,7 +89,7 @@ pub(crate) async fn serve_http1(
                 Next::Closing => return close(service, stream, true).await,
             }
         }
-        let inflight = service.gateway.inflight().enter();
+        let inflight = service.gateway().inflight().enter();
         let mut session = ServerSession::new_http1(stream);
         session.set_pipelined_prefix(std::mem::take(&mut first));
         session.set_keepalive(Some(KEEPALIVE_UNTIMED));
@@ -158,10 +158,10 @@ async fn finish(session: ServerSession) -> After {
 /// Closes the connection lingering; `drained`: closed by the drain's last
 /// phase, so bytes that arrived meanwhile were a request cut by it.
 async fn close(service: &GatewayService, stream: Stream, drained: bool) {
-    let linger = service.gateway.config().connections.linger();
+    let linger = service.gateway().config().connections.linger();
     let dropped = close_lingering(stream, linger).await;
     if drained && dropped > 0 {
-        let metrics = service.gateway.metrics();
+        let metrics = service.gateway().metrics();
         metrics.drain_cut.inc();
         tracing::warn!(
             bytes = dropped,
@@ -228,7 +228,7 @@ async fn refuse_head(service: &GatewayService, mut session: ServerSession, error
         "malformed"
     };
     service
-        .gateway
+        .gateway()
         .metrics()
         .rejected
         .with_label_values(&[reason])
@@ -278,7 +278,7 @@ impl H2App {
     pub(crate) fn new(service: Arc<GatewayService>) -> H2App {
         let mut options = HttpServerOptions::default();
         options.h2c = true;
-        options.h2_idle_timeout = Some(service.gateway.config().connections.keepalive_timeout());
+        options.h2_idle_timeout = Some(service.gateway().config().connections.keepalive_timeout());
         H2App { service, options }
     }
 
@@ -301,9 +301,9 @@ impl HttpServerApp for H2App {
         mut session: ServerSession,
         shutdown: &ShutdownWatch,
     ) -> Option<ReusedHttpStream> {
-        let _inflight = self.service.gateway.inflight().enter();
+        let _inflight = self.service.gateway().inflight().enter();
         let head = tokio::time::timeout(
-            self.service.gateway.config().connections.header_timeout(),
+            self.service.gateway().config().connections.header_timeout(),
             session.read_request(),
         );
         if let Ok(Ok(true)) = head.await {

@@ -3,10 +3,10 @@
 
 use crate::app::fanout::{CallOptions, Control};
 use crate::app::metadata::Front;
-use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::front::http::{HttpRequest, HttpResponse};
+use crate::front::pipeline::Pipeline;
 use crate::front::route::{Route, ShmAction};
 use crate::translate::from_grpc::{endpoints as render, model_config};
 use crate::translate::to_grpc::endpoints as req_pb;
@@ -28,21 +28,21 @@ const ANY: Target<'static> = Target {
     sequence: None,
 };
 
-impl Gateway {
+impl Pipeline {
     pub(crate) async fn endpoint(
         &self,
         ctx: &RequestContext,
         route: &Route,
         req: &HttpRequest,
     ) -> Result<HttpResponse> {
-        let pool = &self.pool();
+        let pool = &self.gateway.pool();
         let body = &req.body[..];
         let json = |bytes: Vec<u8>| Ok(HttpResponse::json(bytes));
         match route {
             // The gateway is live while it runs; ready while a backend is,
             // until the drain.
             Route::HealthLive => Ok(self.health("live", true)),
-            Route::HealthReady => Ok(self.health("ready", self.ready().await)),
+            Route::HealthReady => Ok(self.health("ready", self.gateway.ready().await)),
             Route::ModelReady(m) => {
                 let r = rpc!(
                     pool,
@@ -60,7 +60,7 @@ impl Gateway {
             Route::ServerMetadata => {
                 let r = rpc!(pool, ctx, ANY, server_metadata, req_pb::server_metadata())?;
                 json(render::server_metadata_json(
-                    &self.server_metadata(r, Front::Http),
+                    &self.gateway.server_metadata(r, Front::Http),
                 ))
             }
             Route::ModelMetadata(m) => {
@@ -221,12 +221,12 @@ fn done<T>(response: Result<T>) -> Result<HttpResponse> {
     Ok(HttpResponse::empty(200, "application/json"))
 }
 
-impl Gateway {
+impl Pipeline {
     /// Health answers: 200 or 400, empty, `text/plain` (protocol §1 rows 1–2);
     /// with `http.oip_health_bodies`, `{"<key>":bool}` as JSON (OIP).
     fn health(&self, key: &str, ok: bool) -> HttpResponse {
         let status = if ok { 200 } else { 400 };
-        if !self.config().http.oip_health_bodies {
+        if !self.gateway.config().http.oip_health_bodies {
             return HttpResponse::empty(status, "text/plain");
         }
         let body = format!("{{\"{key}\":{ok}}}");
@@ -244,7 +244,7 @@ fn no_repository_name(repository: &Option<String>) -> Result<()> {
     }
 }
 
-impl Gateway {
+impl Pipeline {
     /// Load or unload for the HTTP front: Triton's empty 200, plus
     /// `Tensorgate-Backends` after a fan-out.
     pub(crate) async fn repository_control(
@@ -254,6 +254,7 @@ impl Gateway {
         control: Control,
     ) -> Result<HttpResponse> {
         let placed = self
+            .gateway
             .control_repository(ctx, model, control, &CallOptions::default())
             .await?;
         let mut response = HttpResponse::empty(200, "application/json");

@@ -9,17 +9,14 @@
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedResponse};
+use crate::front::pipeline::Pipeline;
 use crate::front::route::ModelRef;
-use crate::model::InferRequest;
-use crate::translate::from_grpc::stream::{Answers, StreamItem};
-use crate::translate::sequence::request_sequence_key;
-use crate::translate::to_grpc;
-use crate::upstream::{call, Client, Lease, Target};
-use crate::wire::{compress, generate};
+use crate::translate::from_grpc::stream::{Replies, StreamItem};
+use crate::upstream::Lease;
+use crate::wire::generate;
 
 /// Events buffered between the upstream reader and the HTTP writer. Small:
 /// beyond it the reader waits for the client (backpressure), and tonic's
@@ -39,7 +36,7 @@ const NOT_ONE_RESPONSE: &str = "generate expects model to produce exactly 1 resp
 struct Upstream {
     /// The backend's in-flight count covers the whole generation.
     lease: Lease,
-    answers: Answers,
+    answers: Replies,
     deadline: tokio::time::Instant,
     /// The generation's deadline as configured (for the 504 text).
     timeout: std::time::Duration,
@@ -76,7 +73,7 @@ impl Upstream {
     }
 }
 
-impl Gateway {
+impl Pipeline {
     /// `/generate`: exactly one response expected; any other count is
     /// Triton's error text with the status of the first message.
     pub(crate) async fn generate_once(
@@ -151,14 +148,12 @@ impl Gateway {
         model: &ModelRef,
         req: &HttpRequest,
     ) -> Result<Upstream> {
-        let info = self.model_info(ctx, model).await?.ok_or_else(|| {
+        let info = self.gateway.model_info(ctx, model).await?.ok_or_else(|| {
             Error::unsupported(
                 "generate needs the model's inputs, which the upstream does not provide (no ModelConfig or ModelMetadata)",
             )
         })?;
-        if compress::request_encoding(req.header("Content-Encoding"))
-            != Ok(compress::Encoding::Identity)
-        {
+        if !req.plan.body_identity() {
             return Err(Error::invalid(
                 "Unsupported content-encoding, only 'identity' is supported.",
             ));
@@ -168,60 +163,22 @@ impl Gateway {
             &model.version,
             &req.body,
             &info,
-            self.decode_limits(),
+            self.gateway.decode_limits(),
         )?;
         // gRPC reserves `triton_*` keys (and `triton_enable_empty_final_response`
         // would change the stream itself): never forwarded.
         request
             .parameters
             .retain(|(k, _)| !k.starts_with("triton_"));
-        let timeout = self.config().generate.stream_timeout();
+        let timeout = self.gateway.config().generate.stream_timeout();
         let deadline = tokio::time::Instant::now() + timeout;
-        let (lease, answers) = self.call_stream_infer(ctx, &request).await?;
+        let (lease, answers) = self.gateway.open_stream_infer(ctx, &request).await?;
         Ok(Upstream {
             lease,
             answers,
             deadline,
             timeout,
         })
-    }
-
-    /// `ModelStreamInfer` with the one request, half-closed after it; the
-    /// deadline is the generation's (`generate.stream_timeout_ms`).
-    /// The backend is chosen like `/infer`'s (model-aware, sticky for a
-    /// sequence); opening the stream counts toward its passive health.
-    async fn call_stream_infer(
-        &self,
-        ctx: &RequestContext,
-        request: &InferRequest,
-    ) -> Result<(Lease, Answers)> {
-        let pool = &self.pool();
-        pool.started().await;
-        let sequence = request_sequence_key(request);
-        let target = Target {
-            model: Some(&request.model_name),
-            sequence: sequence.as_deref(),
-        };
-        let lease = pool.pick(&target, &[])?;
-        let timeout = self.config().generate.stream_timeout();
-        let message = to_grpc::model_infer(request);
-        let open = |mut client: Client, timeout| {
-            let message = message.clone();
-            async move {
-                client
-                    .model_stream_infer(call::request(
-                        tokio_stream::once(message),
-                        timeout,
-                        ctx.trace(),
-                    ))
-                    .await
-            }
-        };
-        let stream = pool
-            .call_on(ctx, &lease, timeout, &open)
-            .await
-            .map_err(call::Attempt::into_error)?;
-        Ok((lease, Answers::new(stream, request.id.clone())))
     }
 }
 

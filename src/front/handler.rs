@@ -1,21 +1,24 @@
-//! The request pipeline, independent of pingora: a classified [`Route`] and
-//! an [`HttpRequest`] in, exactly one [`HttpResponse`] out. Every failure
+//! The request pipeline's entry, independent of pingora: a classified
+//! [`Route`] and an [`HttpRequest`] in, exactly one [`HttpResponse`] out:
+//! access rules, dispatch to the route's answer, metrics and the access
+//! log. Every failure
 //! becomes an answer through `Error` (the one status table).
 
 use tracing::Instrument;
 
 use crate::app::guard::bearer;
-use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::front::http::{Answer, HttpRequest, HttpResponse};
+use crate::front::pipeline::Pipeline;
 use crate::front::route::Route;
 use crate::trace::TraceContext;
 
-impl Gateway {
+impl Pipeline {
     /// Classifies and answers one request (method check included).
     pub async fn handle(&self, req: HttpRequest) -> HttpResponse {
-        let Some(route) = Route::classify_target(&req.path, &self.config().v1.path_prefix) else {
+        let Some(route) = Route::classify_target(&req.path, &self.gateway.config().v1.path_prefix)
+        else {
             return HttpResponse::error(&Error::route_not_found());
         };
         self.handle_route(&route, req).await
@@ -78,7 +81,7 @@ impl Gateway {
             took,
             upstream.time,
         );
-        if self.config().log.access_log {
+        if self.gateway.config().log.access_log {
             tracing::info!(
                 target: "tensorgate::access",
                 method = %req.method,
@@ -105,7 +108,7 @@ impl Gateway {
         took: std::time::Duration,
         upstream: std::time::Duration,
     ) {
-        let m = &self.metrics();
+        let m = &self.gateway.metrics();
         let status = status.to_string();
         m.requests.with_label_values(&[name, model, &status]).inc();
         m.request_seconds
@@ -130,13 +133,19 @@ impl Gateway {
         req: &mut HttpRequest,
     ) -> Answer {
         let credential = bearer(req.header("Authorization"));
-        let guard = self.guard();
+        let guard = self.gateway.guard();
         let _permit = match guard
-            .restricted(route.group(), |name| req.header(name), self.metrics())
-            .and_then(|()| guard.admit(route.group(), credential, req.peer, self.metrics()))
+            .restricted(
+                route.group(),
+                |name| req.header(name),
+                self.gateway.metrics(),
+            )
+            .and_then(|()| guard.admit(route.group(), credential, req.peer, self.gateway.metrics()))
         {
             Ok(permit) => permit,
-            Err(error) => return Answer::Full(crate::front::v1::refusal(self, route, &error)),
+            Err(error) => {
+                return Answer::Full(crate::front::v1::refusal(&self.gateway, route, &error))
+            }
         };
         if let Route::V1(v1) = route {
             return Answer::Full(self.v1(ctx, v1, req).await);

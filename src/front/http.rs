@@ -7,6 +7,7 @@ use http::Method;
 
 use crate::body::BodyRest;
 use crate::error::Error;
+use crate::front::plan::Plan;
 
 /// The `Via` value of every answer (RFC 9110 §7.6.3): the protocol the
 /// request came in with (h2 or HTTP/1.1; known even when its head was
@@ -42,6 +43,9 @@ pub struct HttpRequest {
     pub peer: Option<std::net::IpAddr>,
     /// The rest of a streamed body, still arriving.
     pub(crate) rest: Option<StreamedRest>,
+    /// The headers the pipeline acts on, read once from `headers` when
+    /// the request is made (`front::plan`).
+    pub(crate) plan: Plan,
 }
 
 /// The part of a streamed body that follows `HttpRequest::body`.
@@ -63,6 +67,7 @@ impl HttpRequest {
         HttpRequest {
             method,
             path: path.into(),
+            plan: Plan::read(&headers),
             headers,
             body,
             peer: None,

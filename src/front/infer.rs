@@ -4,29 +4,24 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::app::Gateway;
 use crate::body::{BodyRest, Fault};
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::front::http::{too_large, Answer, HttpRequest, HttpResponse, StreamedRest};
+use crate::front::pipeline::Pipeline;
 use crate::front::route::ModelRef;
 use crate::model::{DataType, InferRequest, InputData, ModelInfo, OutputKind, Param};
-use crate::translate::sequence::request_sequence_key;
-use crate::translate::{checks, from_grpc, outputs, to_grpc};
-use crate::upstream::Target;
+use crate::translate::{checks, outputs};
 use crate::wire::{compress, v2_request, v2_response};
 
-/// The header that splits a binary body (protocol §2.1).
-const IHCL: &str = "Inference-Header-Content-Length";
-
-impl Gateway {
+impl Pipeline {
     pub(crate) async fn infer(
         &self,
         ctx: &RequestContext,
         model: &ModelRef,
         req: &mut HttpRequest,
     ) -> Result<Answer> {
-        let info = self.model_info(ctx, model).await?;
+        let info = self.gateway.model_info(ctx, model).await?;
         if info.as_ref().is_some_and(|i| i.decoupled) {
             return Err(Error::unsupported(
                 "HTTP end point doesn't support models with decoupled transaction policy",
@@ -41,16 +36,23 @@ impl Gateway {
         checks::classification(&request, info.as_deref())?;
         checks::tensor_sizes(&request, info.as_deref())?;
         self.forward_headers(req, &mut request);
-        let accept = req.header("Accept-Encoding");
-        if let Some(rest) = rest.as_ref().filter(|_| answer_streams(&request, accept)) {
+        let encoding = req.plan.answer_encoding;
+        if let Some(rest) = rest.as_ref().filter(|_| answer_streams(&request, encoding)) {
             return self.infer_streamed_answer(ctx, request, rest.clone()).await;
         }
-        let mut response = self.send_infer(ctx, &request, rest.as_ref()).await?;
+        let mut response = self
+            .gateway
+            .call_infer(ctx, &request, rest.as_ref())
+            .await
+            .map_err(|error| match &rest {
+                Some(rest) => sent_error(&request, rest, error),
+                None => error,
+            })?;
         outputs::keep_requested(&mut response, &request)?;
         // Sent: the answer is made without the input tensors.
         request.inputs = Vec::new();
         let encoded = v2_response::encode(&response, &request)?;
-        Ok(Answer::Full(self.infer_response(encoded, accept)))
+        Ok(Answer::Full(self.infer_response(encoded, encoding)))
     }
 
     /// Decodes a body in hand. It goes into the decoder: a JSON body is
@@ -67,8 +69,8 @@ impl Gateway {
             &model.name,
             &model.version,
             body,
-            req.header(IHCL),
-            self.decode_limits(),
+            req.plan.header_length.as_deref(),
+            self.gateway.decode_limits(),
         )?;
         match decoded {
             v2_request::Body::Json(request) => Ok(request),
@@ -92,7 +94,9 @@ impl Gateway {
         req: &mut HttpRequest,
         rest: StreamedRest,
     ) -> Result<(InferRequest, Option<BodyRest>)> {
-        let header_len = usize::try_from(v2_request::atoi(req.header(IHCL).unwrap_or_default()))
+        let header_len = req
+            .plan
+            .binary_header_len()
             .unwrap_or(0)
             .min(req.body.len());
         let in_hand = (req.body.len() - header_len) as u64;
@@ -101,18 +105,18 @@ impl Gateway {
             &model.version,
             &req.body[..header_len],
             rest.len.map(|n| n + in_hand),
-            self.decode_limits(),
+            self.gateway.decode_limits(),
         )?;
-        let bytes_input = request.inputs.iter().any(|i| {
-            matches!(i.data, InputData::Streamed(_))
-                && DataType::parse(i.datatype.as_bytes()) == Some(DataType::Bytes)
-        });
+        let bytes_input = request
+            .inputs
+            .iter()
+            .any(|i| matches!(i.data, InputData::Streamed(_)) && i.datatype == DataType::Bytes);
         if !bytes_input {
             rest.rest.unread(req.body.slice(header_len..));
             return Ok((request, Some(rest.rest)));
         }
         // Held whole, so the whole-body limit applies.
-        let limit = self.config().limits.max_body_size;
+        let limit = self.gateway.config().limits.max_body_size;
         let too_large = |size: u64| too_large(size, limit, "--max-body-size");
         let declared = rest.len.map(|n| n + req.body.len() as u64);
         if let Some(size) = declared.filter(|n| *n > limit as u64) {
@@ -134,58 +138,17 @@ impl Gateway {
         Ok((self.decode_whole(model, req, None)?, None))
     }
 
-    /// `ModelInfer` on a backend serving the model (the sequence's own
-    /// backend for sequence requests), within the gateway's own deadline
-    /// (`upstream.request_timeout_ms`). The request's `timeout` parameter
-    /// is Triton's queueing timeout: forwarded as a parameter only, for the
-    /// server to enforce, as on Triton.
-    pub(crate) async fn call_infer(
-        &self,
-        ctx: &RequestContext,
-        request: &InferRequest,
-    ) -> Result<crate::model::InferResponse> {
-        self.send_infer(ctx, request, None).await
-    }
-
-    /// [`Gateway::call_infer`]; a request with streamed inputs has their
-    /// bytes sent from `rest` as they arrive. A body that broke off, ran
-    /// short or ran long fails the call (the upstream's stream is reset
-    /// before the message completes) and is answered with Triton's text.
-    async fn send_infer(
-        &self,
-        ctx: &RequestContext,
-        request: &InferRequest,
-        rest: Option<&BodyRest>,
-    ) -> Result<crate::model::InferResponse> {
-        let sequence = request_sequence_key(request);
-        let target = Target {
-            model: Some(&request.model_name),
-            sequence: sequence.as_deref(),
-        };
-        let message = to_grpc::model_infer(request);
-        let pool = self.pool();
-        let response = match rest {
-            None => pool.model_infer(ctx, &target, message).await?,
-            Some(rest) => {
-                let streamed = to_grpc::streamed_sizes(request);
-                let sent = pool
-                    .model_infer_streamed(ctx, &target, message, &streamed, rest.clone(), None)
-                    .await;
-                sent.map_err(|error| sent_error(request, rest, error))?
-            }
-        };
-        Ok(from_grpc::model_infer(response, &request.id))
-    }
-
     /// Request `Content-Encoding` (protocol §4.1): gzip/deflate inflated with
     /// the decompressed-size limit; anything else is 501.
     fn decompress(&self, body: Bytes, req: &HttpRequest) -> Result<Bytes> {
-        let encoding = compress::request_encoding(req.header("Content-Encoding"))
+        let encoding = req
+            .plan
+            .body_encoding
             .map_err(|()| Error::new(Kind::UnsupportedEncoding, "Unsupported compression type"))?;
         if encoding == compress::Encoding::Identity {
             return Ok(body);
         }
-        compress::inflate(&body, self.config().limits.max_input_size)
+        compress::inflate(&body, self.gateway.config().limits.max_input_size)
             .map(Bytes::from)
             .map_err(|e| Error::invalid(e.to_string()))
     }
@@ -193,7 +156,7 @@ impl Gateway {
     /// `--http-header-forward-pattern`: matching headers become string
     /// parameters named exactly as the client wrote them (protocol §4.3).
     fn forward_headers(&self, req: &HttpRequest, request: &mut InferRequest) {
-        let Some(pattern) = &self.forward_pattern() else {
+        let Some(pattern) = &self.gateway.forward_pattern() else {
             return;
         };
         for (name, value) in &req.headers {
@@ -209,13 +172,12 @@ impl Gateway {
     pub(crate) fn infer_response(
         &self,
         encoded: v2_response::Encoded,
-        accept: Option<&[u8]>,
+        encoding: compress::Encoding,
     ) -> HttpResponse {
         let mut headers = vec![("Content-Type", encoded.content_type().to_string())];
         if let Some(n) = encoded.header_length() {
             headers.push(("Inference-Header-Content-Length", n.to_string()));
         }
-        let encoding = compress::negotiate(accept);
         let mut body: Vec<Bytes> = Vec::with_capacity(1 + encoded.tails.len());
         body.push(Bytes::from(encoded.header));
         body.extend(encoded.tails);
@@ -248,7 +210,7 @@ pub(crate) fn sent_error(request: &InferRequest, rest: &BodyRest, error: Error) 
 /// Whether `request`'s answer may be streamed: every output it asks for
 /// is binary (none in JSON, classified or in shared memory), and the
 /// client accepts it uncompressed.
-fn answer_streams(request: &InferRequest, accept: Option<&[u8]>) -> bool {
+fn answer_streams(request: &InferRequest, encoding: compress::Encoding) -> bool {
     let listed_binary = request
         .outputs
         .iter()
@@ -256,7 +218,7 @@ fn answer_streams(request: &InferRequest, accept: Option<&[u8]>) -> bool {
     let unlisted_binary = request.unlisted_kind == Some(OutputKind::Binary);
     listed_binary
         && (unlisted_binary || !request.outputs.is_empty())
-        && compress::negotiate(accept) == compress::Encoding::Identity
+        && encoding == compress::Encoding::Identity
 }
 
 /// A body whose feed stopped: the session answers the reason it knows (a

@@ -1,7 +1,7 @@
 //! The answer of a streamed `/infer` request whose outputs are all binary
 //! (`infer::answer_streams`): written to the client while the upstream
 //! still sends it. The call runs in a task of its own with an answer tap
-//! (`upstream::answer`); its head (the small fields) fixes the status and
+//! (`upstream::reply`); its head (the small fields) fixes the status and
 //! the JSON header, whose `binary_data_size`s come from each output's
 //! shape and datatype, so `Content-Length` is known before the first
 //! output byte. The outputs' bytes then go to the client as they arrive,
@@ -14,24 +14,24 @@
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::app::Gateway;
+use crate::app::infer::InferCall;
 use crate::body::BodyRest;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::front::http::{Answer, StreamedResponse};
 use crate::front::infer::sent_error;
-use crate::model::{element_count, DataType, InferRequest, InferResponse, OutputKind};
-use crate::translate::sequence::request_sequence_key;
-use crate::translate::{from_grpc, outputs, to_grpc};
-use crate::upstream::answer::{self, AnswerTap, Tapped};
-use crate::upstream::Target;
+use crate::front::pipeline::Pipeline;
+use crate::model::{element_count, InferRequest, InferResponse, OutputKind};
+use crate::translate::{from_grpc, outputs};
+use crate::upstream::reply::{self, ReplyTap, Tapped};
+use crate::wire::compress::Encoding;
 use crate::wire::v2_response;
 
 /// Chunks between the relay and the session: the tap's queue holds the
 /// rest.
 const WRITE_AHEAD: usize = 4;
 
-impl Gateway {
+impl Pipeline {
     /// Sends `request` (checked; its body's rest still arriving) and
     /// answers with its outputs streamed when they can be.
     pub(crate) async fn infer_streamed_answer(
@@ -40,7 +40,7 @@ impl Gateway {
         mut request: InferRequest,
         rest: BodyRest,
     ) -> Result<Answer> {
-        let (tap, mut tapped) = answer::tap();
+        let (tap, mut tapped) = reply::tap();
         self.spawn_call(ctx, &request, rest.clone(), tap);
         let (response, raw_follow) = match tapped.recv().await {
             Some(Tapped::Head {
@@ -63,7 +63,9 @@ impl Gateway {
         let mut response = from_grpc::model_infer_with_raw(response, raw, &request.id);
         outputs::keep_requested(&mut response, &request)?;
         let encoded = v2_response::encode(&response, &request)?;
-        Ok(Answer::Full(self.infer_response(encoded, None)))
+        Ok(Answer::Full(
+            self.infer_response(encoded, Encoding::Identity),
+        ))
     }
 
     /// `ModelInfer` for `request` in a task of its own (the answer outlives
@@ -73,22 +75,16 @@ impl Gateway {
         ctx: &RequestContext,
         request: &InferRequest,
         rest: BodyRest,
-        tap: AnswerTap,
+        tap: ReplyTap,
     ) {
-        let pool = self.pool().clone();
-        let ctx = RequestContext::with_trace(ctx.trace().cloned());
-        let model = request.model_name.clone();
-        let sequence = request_sequence_key(request);
-        let message = to_grpc::model_infer(request);
-        let streamed = to_grpc::streamed_sizes(request);
+        let gateway = self.gateway.clone();
+        // The same context: the access log sees the call's backend and time.
+        let ctx = ctx.clone();
+        let call = InferCall::new(request, Some(rest))
+            .tapped(tap.clone())
+            .into_owned();
         tokio::spawn(async move {
-            let target = Target {
-                model: Some(&model),
-                sequence: sequence.as_deref(),
-            };
-            let sent = pool
-                .model_infer_streamed(&ctx, &target, message, &streamed, rest, Some(tap.clone()))
-                .await;
+            let sent = gateway.send_infer(&ctx, call).await;
             tap.end(sent.map(drop)).await;
         });
     }
@@ -113,7 +109,7 @@ fn entry_plan(
                 return Some(None);
             }
             let binary = request.output_kind(&output.name) == OutputKind::Binary;
-            let size = DataType::parse(output.datatype.as_bytes())?.element_size()?;
+            let size = output.datatype.known()?.element_size()?;
             let count = element_count(&output.shape)?;
             binary.then_some(())?;
             count.checked_mul(size as u64).map(Some)

@@ -1,9 +1,10 @@
 //! The HTTP front, a peer of the gRPC passthrough on top of the core
 //! (`app`): `conn` runs one connection with its deadlines, `session` is
 //! the per-request pingora glue (`request_body` reads bodies, or streams
-//! them), `route` classifies, `handler` (+ `infer`, `infer_answer`,
-//! `endpoints`, `admin`, `generate`) answers; `v1` serves the legacy v1
-//! HTTP API.
+//! them), `route` classifies, `plan` reads the headers it acts on once, `pipeline` holds the core for the HTTP
+//! methods of `handler` (+ `infer`, `infer_answer`, `endpoints`,
+//! `generate`), which answer; `admin` serves the admin listener; `v1`
+//! serves the legacy v1 HTTP API.
 
 pub(crate) mod admin;
 pub(crate) mod conn;
@@ -13,6 +14,8 @@ pub(crate) mod handler;
 pub mod http;
 pub(crate) mod infer;
 pub(crate) mod infer_answer;
+pub(crate) mod pipeline;
+pub(crate) mod plan;
 pub(crate) mod request_body;
 pub mod route;
 pub(crate) mod session;

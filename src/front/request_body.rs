@@ -13,8 +13,8 @@ use crate::body::BodyFeed;
 use crate::config::Limits;
 use crate::error::{Error, Kind};
 use crate::front::http::too_large;
+use crate::front::plan::Plan;
 use crate::front::route::Route;
-use crate::wire::{compress, v2_request};
 
 /// Why a body could not be read in full.
 pub(super) enum BodyError {
@@ -83,6 +83,7 @@ pub(super) async fn read_body(
 /// length not declared (chunked). Other bodies are read whole.
 pub(super) fn streams_from(
     route: &Route,
+    plan: &Plan,
     session: &ServerSession,
     limits: &Limits,
 ) -> Option<usize> {
@@ -90,13 +91,10 @@ pub(super) fn streams_from(
     if !matches!(route, Route::Infer(_)) || head.method != http::Method::POST {
         return None;
     }
-    let value = |name: &str| head.headers.get(name).map(|v| v.as_bytes());
-    let encoding = compress::request_encoding(value("Content-Encoding"));
-    if encoding != Ok(compress::Encoding::Identity) {
+    if !plan.body_identity() {
         return None;
     }
-    let header_len = v2_request::atoi(value("Inference-Header-Content-Length")?);
-    let header_len = usize::try_from(header_len).ok().filter(|n| *n > 0)?;
+    let header_len = plan.binary_header_len()?;
     if header_len > limits.max_input_size {
         return None;
     }

@@ -18,6 +18,7 @@ use crate::app::Gateway;
 use crate::body;
 use crate::error::{Error, Kind};
 use crate::front::http::{via, Answer, HttpRequest, HttpResponse, StreamedResponse, StreamedRest};
+use crate::front::pipeline::Pipeline;
 use crate::front::request_body::{
     pump, read_body, slow_body, streams_from, BodyError, Counted, Read,
 };
@@ -26,10 +27,21 @@ use crate::front::route::Route;
 /// Answers the gateway's routes (every route is answered here; nothing is
 /// proxied raw).
 pub(crate) struct GatewayService {
-    pub(crate) gateway: Arc<Gateway>,
+    pub(crate) pipeline: Pipeline,
 }
 
 impl GatewayService {
+    pub(crate) fn new(gateway: Arc<Gateway>) -> GatewayService {
+        GatewayService {
+            pipeline: Pipeline::new(gateway),
+        }
+    }
+
+    /// The core the pipeline answers with.
+    pub(crate) fn gateway(&self) -> &Arc<Gateway> {
+        self.pipeline.gateway()
+    }
+
     /// Serves the request whose head `session` holds. Errors writing the
     /// answer mean the client is gone; the connection is then not reused.
     pub(crate) async fn serve(&self, session: &mut ServerSession, shutdown: &ShutdownWatch) {
@@ -57,15 +69,18 @@ impl GatewayService {
                 (name, Bytes::copy_from_slice(value.as_bytes()))
             })
             .collect();
-        let v1_prefix = &self.gateway.config().v1.path_prefix;
+        // The plan (headers read once) before the body: it says whether
+        // the body streams.
+        let mut request = HttpRequest::new(method, path, headers, Bytes::new());
+        let v1_prefix = &self.gateway().config().v1.path_prefix;
         let Some(route) = Route::classify_target(&target, v1_prefix) else {
             let refusal = HttpResponse::error(&Error::route_not_found());
             return self.write_now(session, refusal, true, shutdown).await;
         };
-        let body_timeout = self.gateway.config().limits.body_timeout();
+        let body_timeout = self.gateway().config().limits.body_timeout();
         let deadline = tokio::time::Instant::now() + body_timeout;
-        let limits = &self.gateway.config().limits;
-        let header_len = streams_from(&route, session, limits);
+        let limits = &self.gateway().config().limits;
+        let header_len = streams_from(&route, &request.plan, session, limits);
         let read = tokio::time::timeout_at(deadline, read_body(session, header_len, limits)).await;
         let read = match read.unwrap_or_else(|_| Err(slow_body(body_timeout))) {
             Ok(read) => read,
@@ -79,7 +94,7 @@ impl GatewayService {
             Read::Whole(body) => (body, None),
             Read::Head(body, counted) => (body, Some(counted)),
         };
-        let mut request = HttpRequest::new(method, path, headers, body);
+        request.body = body;
         request.peer = peer;
         if let Some(counted) = head {
             return self
@@ -87,13 +102,13 @@ impl GatewayService {
                 .await;
         }
         if !route.is_generate() {
-            let response = self.gateway.handle_route(&route, request).await;
+            let response = self.pipeline.handle_route(&route, request).await;
             return self.write_now(session, response, false, shutdown).await;
         }
         // A generation may take long before its first response: a client
         // that goes away meanwhile drops the pipeline, cancelling upstream.
         let answer = tokio::select! {
-            answer = self.gateway.answer(&route, request) => answer,
+            answer = self.pipeline.answer(&route, request) => answer,
             _ = session.read_body_or_idle(true) => {
                 client_gone(session);
                 return Ok(());
@@ -141,9 +156,9 @@ impl GatewayService {
             .declared()
             .map(|n| n.saturating_sub(request.body.len() as u64));
         request.rest = Some(StreamedRest { rest, len });
-        let limits = &self.gateway.config().limits;
+        let limits = &self.gateway().config().limits;
         let outcome = {
-            let pipeline = self.gateway.answer(route, request);
+            let pipeline = self.pipeline.answer(route, request);
             let pump = pump(session, feed, counted, limits, deadline);
             tokio::pin!(pipeline, pump);
             tokio::select! {
@@ -196,9 +211,9 @@ impl GatewayService {
             Kind::PayloadTooLarge => "size",
             _ => "malformed",
         };
-        let metrics = self.gateway.metrics();
+        let metrics = self.gateway().metrics();
         metrics.rejected.with_label_values(&[reason]).inc();
-        let refusal = crate::front::v1::refusal(&self.gateway, route, &error);
+        let refusal = crate::front::v1::refusal(self.gateway(), route, &error);
         self.write_now(session, refusal, true, shutdown).await
     }
 

@@ -7,8 +7,8 @@
 //!
 //! - `service.rs`: the 20 RPCs and which backend each goes to;
 //! - `unary.rs`: one unary call through [`crate::upstream::Pool::call`];
-//! - `stream.rs`: `ModelStreamInfer`, one backend per stream;
-//! - `streamed.rs`: large `ModelInfer` calls relayed while they arrive;
+//! - `stream_infer.rs`: `ModelStreamInfer`, one backend per stream;
+//! - `large_unary.rs`: large `ModelInfer` calls relayed while they arrive;
 //! - `metadata.rs`: `grpc-timeout` and which metadata crosses the gateway;
 //! - `health.rs`: `grpc.health.v1.Health` on the same listener.
 //!
@@ -18,10 +18,10 @@
 mod auth;
 mod health;
 mod incoming;
+mod large_unary;
 mod metadata;
 mod service;
-mod stream;
-mod streamed;
+mod stream_infer;
 mod unary;
 mod v1;
 
@@ -119,7 +119,10 @@ pub(crate) async fn serve_capped(
     }
     let (health, in_step) = health::service(gateway.clone()).await;
     let serving = builder
-        .add_service(streamed::Streamed::new(service(gateway.clone()), gateway))
+        .add_service(large_unary::LargeUnary::new(
+            service(gateway.clone()),
+            gateway,
+        ))
         .add_service(v1)
         .add_service(health)
         .serve_with_incoming_shutdown(incoming, shutdown);

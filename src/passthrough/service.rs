@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::admit_grpc;
 use super::metadata;
-use super::stream::ResponseStream;
+use super::stream_infer::ResponseStream;
 use super::unary::{relay, unary, Aim};
 use crate::app::fanout::{CallOptions, Control, Placed};
 use crate::app::guard::Permit;
@@ -156,7 +156,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<Streaming<pb::ModelInferRequest>>,
     ) -> Answer<ResponseStream> {
         let _permit = self.admit(&request, "inference")?;
-        super::stream::stream(&self.gateway, request).await
+        super::stream_infer::stream(&self.gateway, request).await
     }
 
     async fn model_config(

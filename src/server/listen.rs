@@ -183,9 +183,7 @@ impl BackgroundService for Edge {
         // the first request (its warnings name unreachable backends).
         let pool = self.gateway.pool().clone();
         tokio::spawn(async move { pool.started().await });
-        let service = Arc::new(GatewayService {
-            gateway: self.gateway.clone(),
-        });
+        let service = Arc::new(GatewayService::new(self.gateway.clone()));
         let h2 = Arc::new(H2App::new(service.clone()));
         let clients = Clients {
             service,
@@ -252,7 +250,7 @@ fn spawn_accept(
     tls: Option<Arc<Acceptor>>,
 ) {
     let accepting = clients.clone();
-    let gateway = clients.service.gateway.clone();
+    let gateway = clients.service.gateway().clone();
     // Readiness turns false before the listener closes (the drain service
     // turns it too, perhaps a moment later).
     let stopping = move || gateway.start_draining();
@@ -265,9 +263,9 @@ fn spawn_accept(
                     tokio::spawn(async move { clients.serve(tcp, slot, tls).await });
                 }
                 Admission::Refuse(refusal) => {
-                    let metrics = clients.service.gateway.metrics();
+                    let metrics = clients.service.gateway().metrics();
                     metrics.rejected.with_label_values(&["connections"]).inc();
-                    let linger = clients.service.gateway.config().connections.linger();
+                    let linger = clients.service.gateway().config().connections.linger();
                     let cap = clients.open.cap();
                     tokio::spawn(refuse_over_cap(tcp, cap, linger, refusal));
                 }
@@ -346,7 +344,7 @@ impl Clients {
     /// One client connection: TLS or first bytes within the handshake
     /// deadline, then HTTP/1 or h2 until it closes.
     async fn serve(&self, tcp: TcpStream, _slot: Slot, tls: Option<Arc<Acceptor>>) {
-        let timeouts = &self.service.gateway.config().connections;
+        let timeouts = &self.service.gateway().config().connections;
         let _ = tcp.set_nodelay(true);
         let fd = tcp.as_raw_fd();
         let mut l4 = L4Stream::from(tcp);

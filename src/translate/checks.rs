@@ -80,7 +80,7 @@ pub(crate) fn raw_request(
         model_version: version.to_string(),
         inputs: vec![InputTensor {
             name: input.name.clone(),
-            datatype: dtype.as_str().to_string(),
+            datatype: dtype.into(),
             shape,
             data: InputData::Raw(data),
         }],
@@ -162,10 +162,8 @@ pub(crate) fn tensor_sizes(request: &InferRequest, info: Option<&ModelInfo>) -> 
             InputData::Streamed(len) => (*len, None),
             InputData::SharedMemory(_) => continue,
         };
-        let (Some(dtype), Some(count)) = (
-            DataType::parse(input.datatype.as_bytes()),
-            element_count(&input.shape),
-        ) else {
+        let (Some(dtype), Some(count)) = (input.datatype.known(), element_count(&input.shape))
+        else {
             continue;
         };
         let name = &input.name;
@@ -259,7 +257,7 @@ fn signature_matches(info: &ModelInfo, input: &InputTensor) -> bool {
     let Some(spec) = info.input(&input.name) else {
         return false;
     };
-    if spec.datatype.is_none() || spec.datatype != DataType::parse(input.datatype.as_bytes()) {
+    if spec.datatype.is_none() || spec.datatype != input.datatype.known() {
         return false;
     }
     let batch = usize::from(info.max_batch_size > 0);
@@ -296,7 +294,7 @@ mod tests {
     fn input(name: &str, datatype: DataType, shape: &[i64], data: &[u8]) -> InputTensor {
         InputTensor {
             name: name.to_string(),
-            datatype: datatype.as_str().to_string(),
+            datatype: datatype.into(),
             shape: shape.to_vec(),
             data: InputData::Raw(Bytes::copy_from_slice(data)),
         }

@@ -92,7 +92,7 @@ mod tests {
                 .iter()
                 .map(|name| OutputTensor {
                     name: name.to_string(),
-                    datatype: "FP32".into(),
+                    datatype: crate::model::DataType::Fp32.into(),
                     shape: vec![1],
                     data: bytes::Bytes::from_static(&[0; 4]),
                 })

@@ -8,12 +8,12 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use super::answer::AnswerTap;
 use super::backend::{Lease, OptionalRpc};
 use super::encoded::EncodedInfer;
 pub(crate) use super::failure::failure_text;
 use super::pool::{Pool, Target};
-use super::raw::RawAnswer;
+use super::raw::RawReply;
+use super::reply::ReplyTap;
 use super::Client;
 use crate::body::BodyRest;
 use crate::context::RequestContext;
@@ -207,13 +207,12 @@ impl Pool {
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         let backend = lease.backend();
-        let started = Instant::now();
+        let clock = ctx.attempt_started(backend.addr);
         let remaining = deadline.remaining();
         let result = tokio::time::timeout(remaining, rpc(handle, remaining)).await;
         let finished = |outcome: &str| {
-            let took = started.elapsed();
+            let took = clock.ended();
             self.metrics().upstream_call(&backend.label, outcome, took);
-            ctx.upstream_attempt(backend.addr, took);
         };
         let (error, unreached, cause) = match result {
             Ok(Ok(response)) => {
@@ -310,7 +309,7 @@ impl Pool {
         message: ModelInferRequest,
         streamed: &[Option<u64>],
         rest: BodyRest,
-        tap: Option<AnswerTap>,
+        tap: Option<ReplyTap>,
     ) -> Result<ModelInferResponse> {
         // Not held, so only gRPC's own 4 GiB bounds it (and the upstream's
         // maximum, with its own error).
@@ -346,7 +345,7 @@ impl Pool {
         path: &'static str,
         metadata: &tonic::metadata::MetadataMap,
         message: &EncodedInfer,
-    ) -> Result<RawAnswer> {
+    ) -> Result<RawReply> {
         self.call_through(ctx, target, deadline, None, Lease::raw, |raw, timeout| {
             raw.call(path, metadata.clone(), timeout, message.clone())
         })

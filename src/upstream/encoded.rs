@@ -22,7 +22,7 @@ use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, Wi
 use prost::Message;
 use tonic::{Request, Status};
 
-use super::answer::AnswerTap;
+use super::reply::ReplyTap;
 use crate::body::BodyRest;
 use crate::proto::inference::ModelInferRequest;
 
@@ -44,7 +44,7 @@ pub(crate) struct EncodedInfer {
     /// Where `Piece::Rest` bytes come from.
     rest: Option<BodyRest>,
     /// Where the answer's raw outputs go as they arrive (`answer`).
-    tap: Option<AnswerTap>,
+    tap: Option<ReplyTap>,
 }
 
 /// A piece of the message: bytes in hand, or this many bytes still to
@@ -173,13 +173,13 @@ impl EncodedInfer {
     }
 
     /// The answer is to be walked into `tap` (see `answer`).
-    pub(crate) fn tapped(mut self, tap: Option<AnswerTap>) -> Self {
+    pub(crate) fn tapped(mut self, tap: Option<ReplyTap>) -> Self {
         self.tap = tap;
         self
     }
 
     /// Where the answer's raw outputs go, if anywhere.
-    pub(crate) fn tap(&self) -> Option<&AnswerTap> {
+    pub(crate) fn tap(&self) -> Option<&ReplyTap> {
         self.tap.as_ref()
     }
 

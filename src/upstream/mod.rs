@@ -9,14 +9,13 @@
 //! - `health.rs`: active `ServerReady` checks, model refresh, the loop;
 //! - `call.rs`: one call with deadline, passive ejection and retries;
 //! - `encoded.rs`: `ModelInfer` requests sent without copying tensors;
-//! - `answer.rs`: `ModelInfer` answers whose raw outputs are handed on as
+//! - `reply.rs`: `ModelInfer` replies whose raw outputs are handed on as
 //!   they arrive;
-//! - `raw.rs`: calls whose answer is handed back undecoded (the
+//! - `raw.rs`: calls whose reply is handed back undecoded (the
 //!   passthrough's large `ModelInfer`);
 //! - `thread_slot.rs`: which request channel the calling thread uses;
 //! - `model_info.rs`: the cache of model signatures.
 
-pub(crate) mod answer;
 pub(crate) mod backend;
 pub(crate) mod call;
 pub(crate) mod discovery;
@@ -27,6 +26,7 @@ pub(crate) mod health;
 pub(crate) mod model_info;
 pub(crate) mod pool;
 pub(crate) mod raw;
+pub(crate) mod reply;
 pub(crate) mod select;
 pub(crate) mod thread_slot;
 mod transport;

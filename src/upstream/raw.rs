@@ -1,13 +1,13 @@
 //! Raw gRPC calls: the request's message sent as pieces (`encoded`), the
-//! answer handed back as the backend's HTTP/2 response — headers, DATA
+//! reply handed back as the backend's HTTP/2 response — headers, DATA
 //! frames, trailers — without tonic decoding it. The gRPC passthrough
 //! relays large `ModelInfer` calls this way, so that neither direction
-//! holds a whole message (`passthrough::streamed`); `Pool::call_raw` (in
+//! holds a whole message (`passthrough::large_unary`); `Pool::call_raw` (in
 //! `call`) makes them with the pool's deadline, ejection and retries.
 //!
 //! A call fails here, as a generated client's would, when the backend
-//! cannot be reached or answers with a status and no message
-//! ("trailers-only"); a failure in the answer's trailers, after its
+//! cannot be reached or replies with a status and no message
+//! ("trailers-only"); a failure in the reply's trailers, after its
 //! message, is the client's to read.
 
 use std::time::Duration;
@@ -29,8 +29,8 @@ pub(crate) struct RawClient {
     authority: http::uri::Authority,
 }
 
-/// The backend's answer, as it comes.
-pub(crate) type RawAnswer = http::Response<Body>;
+/// The backend's reply, as it comes.
+pub(crate) type RawReply = http::Response<Body>;
 
 impl RawClient {
     pub(super) fn new(transport: Transport, origin: &http::Uri) -> RawClient {
@@ -52,7 +52,7 @@ impl RawClient {
         metadata: MetadataMap,
         timeout: Duration,
         message: EncodedInfer,
-    ) -> std::result::Result<tonic::Response<RawAnswer>, Status> {
+    ) -> std::result::Result<tonic::Response<RawReply>, Status> {
         let mut request = http::Request::new(Body::empty());
         *request.method_mut() = http::Method::POST;
         *request.version_mut() = http::Version::HTTP_2;
@@ -68,12 +68,12 @@ impl RawClient {
         std::future::poll_fn(|cx| self.transport.poll_ready(cx))
             .await
             .map_err(Status::from_error)?;
-        let answer = self
+        let reply = self
             .transport
             .call(request)
             .await
             .map_err(Status::from_error)?;
-        refused(&answer).map_or(Ok(tonic::Response::new(answer)), Err)
+        refused(&reply).map_or(Ok(tonic::Response::new(reply)), Err)
     }
 }
 
@@ -88,25 +88,25 @@ fn headers(metadata: MetadataMap, timeout: Duration) -> http::HeaderMap {
     headers
 }
 
-/// The failure an answer's head carries: a status without a message, or
+/// The failure a reply's head carries: a status without a message, or
 /// an HTTP status other than 200.
 ///
 /// The HTTP statuses map as gRPC's "HTTP to gRPC Status Code Mapping"
-/// (grpc/grpc, `doc/http-grpc-status-mapping.md`) says a client maps an
-/// answer without `grpc-status` (one from a proxy in between, say): a
+/// (grpc/grpc, `doc/http-grpc-status-mapping.md`) says a client maps a
+/// reply without `grpc-status` (one from a proxy in between, say): a
 /// `grpc-status` present is used as it is; 400 and 431 are INTERNAL, 401
 /// UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 UNIMPLEMENTED, 429, 502,
 /// 503 and 504 UNAVAILABLE, every other status UNKNOWN. The document's
 /// 200 (UNKNOWN: a real success carries `grpc-status`) is judged at the
-/// answer's end, not here: a 200 head without it is the normal start of a
+/// reply's end, not here: a 200 head without it is the normal start of a
 /// message whose status comes in the trailers, which the caller relays.
 /// Written out because tonic's copy of this table (`infer_grpc_status`)
 /// is private to tonic.
-fn refused(answer: &RawAnswer) -> Option<Status> {
-    if let Some(status) = Status::from_header_map(answer.headers()) {
+fn refused(reply: &RawReply) -> Option<Status> {
+    if let Some(status) = Status::from_header_map(reply.headers()) {
         return (status.code() != Code::Ok).then_some(status);
     }
-    let code = match answer.status().as_u16() {
+    let code = match reply.status().as_u16() {
         200 => return None,
         400 | 431 => Code::Internal,
         401 => Code::Unauthenticated,
@@ -117,7 +117,7 @@ fn refused(answer: &RawAnswer) -> Option<Status> {
     };
     Some(Status::new(
         code,
-        format!("the backend answered HTTP {}", answer.status()),
+        format!("the backend replied HTTP {}", reply.status()),
     ))
 }
 
@@ -125,22 +125,22 @@ fn refused(answer: &RawAnswer) -> Option<Status> {
 mod tests {
     use super::*;
 
-    fn answer(status: u16, headers: &[(&'static str, &'static str)]) -> RawAnswer {
-        let mut answer = http::Response::new(Body::empty());
-        *answer.status_mut() = http::StatusCode::from_u16(status).unwrap();
+    fn reply(status: u16, headers: &[(&'static str, &'static str)]) -> RawReply {
+        let mut reply = http::Response::new(Body::empty());
+        *reply.status_mut() = http::StatusCode::from_u16(status).unwrap();
         for (name, value) in headers {
-            answer
+            reply
                 .headers_mut()
                 .insert(*name, HeaderValue::from_static(value));
         }
-        answer
+        reply
     }
 
     #[test]
     fn a_head_with_a_failed_status_or_a_bad_http_status_is_refused() {
-        assert!(refused(&answer(200, &[("content-type", "application/grpc")])).is_none());
-        assert!(refused(&answer(200, &[("grpc-status", "0")])).is_none());
-        let status = refused(&answer(
+        assert!(refused(&reply(200, &[("content-type", "application/grpc")])).is_none());
+        assert!(refused(&reply(200, &[("grpc-status", "0")])).is_none());
+        let status = refused(&reply(
             200,
             &[("grpc-status", "5"), ("grpc-message", "no%20such%20model")],
         ))
@@ -151,7 +151,7 @@ mod tests {
         );
         // A grpc-status in the head wins over the HTTP status.
         assert_eq!(
-            refused(&answer(503, &[("grpc-status", "8")]))
+            refused(&reply(503, &[("grpc-status", "8")]))
                 .unwrap()
                 .code(),
             Code::ResourceExhausted
@@ -173,7 +173,7 @@ mod tests {
             (418, Code::Unknown),
             (500, Code::Unknown),
         ] {
-            let status = refused(&answer(http, &[])).unwrap();
+            let status = refused(&reply(http, &[])).unwrap();
             assert_eq!(status.code(), code, "{http}");
             assert!(status.message().contains(&http.to_string()), "{status:?}");
         }

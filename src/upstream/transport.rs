@@ -5,7 +5,7 @@
 //! [`EncodedInfer`] with its pieces as the body, in place of the
 //! placeholder tonic encoded (a streamed body's promised pieces read from
 //! its rest as they arrive), and walks the answer into the message's
-//! answer tap, if it has one (`answer`).
+//! reply tap, if it has one (`reply`).
 
 use std::future::Future;
 use std::pin::Pin;

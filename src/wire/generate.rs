@@ -7,7 +7,7 @@
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-use crate::model::{DataType, InferRequest, InferResponse, InputData, InputTensor, ModelInfo};
+use crate::model::{InferRequest, InferResponse, InputData, InputTensor, ModelInfo};
 use crate::model::{OutputTensor, TensorInfo};
 use crate::wire::json::Value;
 use crate::wire::json_access::{self as access, as_str, members, Field, NOT_OBJECT};
@@ -137,7 +137,7 @@ impl Mapper<'_> {
         }
         Ok(InputTensor {
             name: name.clone(),
-            datatype: dtype.as_str().to_string(),
+            datatype: dtype.into(),
             shape,
             data: InputData::Raw(data),
         })
@@ -223,7 +223,7 @@ fn output_json(output: &OutputTensor) -> Result<Vec<u8>> {
             output.name
         ))
     };
-    let dtype = DataType::parse(output.datatype.as_bytes()).ok_or_else(mismatch)?;
+    let dtype = output.datatype.known().ok_or_else(mismatch)?;
     let count = output
         .shape
         .iter()

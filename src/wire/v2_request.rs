@@ -11,7 +11,7 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::model::{
-    element_count, DataType, InferRequest, InputData, InputTensor, OutputKind, Param,
+    element_count, DataType, DeclaredType, InferRequest, InputData, InputTensor, OutputKind, Param,
     RequestedOutput, SharedMemory,
 };
 use crate::wire::json::Value;
@@ -320,7 +320,7 @@ impl Decoder<'_> {
             )));
         }
         let name = string_member(input, "name")?;
-        let datatype = string_member(input, "datatype")?;
+        let datatype = DeclaredType::from(string_member(input, "datatype")?);
         let shape = decode_shape(input, &name)?;
         if self.request.inputs.iter().any(|i| i.name == name) {
             return Err(Error::invalid(format!(
@@ -334,7 +334,7 @@ impl Decoder<'_> {
         } else if let Some(region) = param("shared_memory_region") {
             InputData::SharedMemory(decode_shm(region, params)?)
         } else {
-            InputData::Raw(self.json_data(input, &name, &datatype, &shape)?)
+            InputData::Raw(self.json_data(input, &name, datatype.known(), &shape)?)
         };
         self.request.inputs.push(InputTensor {
             name,
@@ -363,7 +363,13 @@ impl Decoder<'_> {
         })
     }
 
-    fn json_data(&self, input: &Value, name: &str, datatype: &str, shape: &[i64]) -> Result<Bytes> {
+    fn json_data(
+        &self,
+        input: &Value,
+        name: &str,
+        datatype: Option<DataType>,
+        shape: &[i64],
+    ) -> Result<Bytes> {
         // decode_shape already refused negative dims and overflowing counts.
         let count = element_count(shape)
             .ok_or_else(|| Error::internal(format!("unchecked shape for input '{name}'")))?;
@@ -372,8 +378,8 @@ impl Decoder<'_> {
         }
         let data = input.get("data").unwrap_or(&Value::Null);
         as_array(data).field("data")?;
-        let dtype = DataType::parse(datatype.as_bytes())
-            .ok_or_else(|| Error::invalid(format!("invalid datatype for input {name}")))?;
+        let dtype =
+            datatype.ok_or_else(|| Error::invalid(format!("invalid datatype for input {name}")))?;
         if let Some(size) = dtype.element_size() {
             // Newer Triton's texts: the product must fit an int64, then the
             // input-size limit.

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-use crate::model::{element_count, DataType, InferRequest, InferResponse, OutputKind, Param};
+use crate::model::{element_count, InferRequest, InferResponse, OutputKind, Param};
 use crate::wire::json_write::{
     write_array, write_f64, write_i64, write_object, write_str, write_u64,
 };
@@ -110,7 +110,7 @@ fn write_answer(
         out.extend_from_slice(b"{\"name\":");
         write_str(&mut out, output.name.as_bytes());
         out.extend_from_slice(b",\"datatype\":");
-        write_str(&mut out, output.datatype.as_bytes());
+        write_str(&mut out, output.datatype.as_str().as_bytes());
         out.extend_from_slice(b",\"shape\":");
         write_array(&mut out, &output.shape, |out, dim| write_i64(out, *dim));
         match request.output_kind(&output.name) {
@@ -138,7 +138,7 @@ fn write_output_data(out: &mut Vec<u8>, output: &crate::model::OutputTensor) -> 
             output.name
         ))
     };
-    let dtype = DataType::parse(output.datatype.as_bytes()).ok_or_else(mismatch)?;
+    let dtype = output.datatype.known().ok_or_else(mismatch)?;
     let count = element_count(&output.shape)
         .and_then(|c| usize::try_from(c).ok())
         .ok_or_else(mismatch)?;

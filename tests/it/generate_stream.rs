@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tensorgate::front::http::{Answer, HttpRequest};
 use tensorgate::front::route::Route;
+use tensorgate::Pipeline;
 use tensorgate_demo::DemoUpstream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -152,7 +153,10 @@ async fn a_slow_reader_holds_the_upstream_back() {
         r#"{"INPUT0":1000000,"delay_ms":0}"#.into(),
     );
     let route = Route::classify(&request.path).expect("route");
-    let Answer::Streamed(mut streamed) = h.gateway.answer(&route, request).await else {
+    let Answer::Streamed(mut streamed) = Pipeline::new(h.gateway.clone())
+        .answer(&route, request)
+        .await
+    else {
         panic!("a streamed answer");
     };
     streamed.body.recv().await.expect("first event");

@@ -481,8 +481,7 @@ async fn repository_control_fans_out_and_lists_the_backends() {
         .await
         .expect("load succeeds");
     // The HTTP front shares the fan-out and still answers as before.
-    let http = fleet
-        .gateway
+    let http = tensorgate::Pipeline::new(fleet.gateway.clone())
         .handle(HttpRequest::new(
             http::Method::POST,
             "/v2/repository/models/identity_int8/load",

@@ -4,6 +4,9 @@
 //! the two fronts import each other, when a module other than the allowed
 //! ones sees the generated protobuf types, or when modules import each
 //! other in a circle. The table below is the one in ARCHITECTURE.md.
+//! It also reads every inherent `impl` block and fails when one stands
+//! outside the top-level module that defines its type (a core type with
+//! HTTP methods written in the front, say).
 //! (The demo upstream is the crate `tensorgate-demo`, on `tensorgate-proto`
 //! only: Cargo keeps it from importing the gateway.)
 
@@ -111,6 +114,140 @@ fn the_rules_catch_a_violation() {
     assert!(upward);
     // `crate::proto` paths resolve (the protobuf check sees them).
     assert!(graph.edges().any(|(_, to)| top(&to) == "proto"));
+}
+
+#[test]
+fn a_types_methods_live_in_its_own_layer() {
+    let wrong = Impls::read().outside_their_module();
+    assert!(
+        wrong.is_empty(),
+        "inherent impls outside their type's module:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_impl_rule_catches_a_violation() {
+    let mut impls = Impls::read();
+    // The core's type with a method written in the HTTP front.
+    impls.scan(
+        "front::handler",
+        "impl Gateway {\n    pub fn handle(&self) {}\n}\nimpl<'a> Gateway<'a> {}\n",
+    );
+    let wrong = impls.outside_their_module();
+    assert_eq!(wrong.len(), 2, "{wrong:?}");
+    assert!(wrong[0].contains("front::handler: impl Gateway (defined in app)"));
+    // A trait impl, or a type the module defines itself, is not one.
+    let mut impls = Impls::read();
+    impls.scan(
+        "front::handler",
+        "impl Clone for Gateway {}\nimpl From<X> for Gateway {}\nimpl Pipeline {}\n",
+    );
+    assert!(impls.outside_their_module().is_empty());
+}
+
+/// Where each type is defined, and the inherent `impl` blocks of each
+/// module.
+struct Impls {
+    /// Type name → the modules defining a type of that name.
+    defined: BTreeMap<String, BTreeSet<String>>,
+    /// (module, type name) of each inherent impl.
+    impls: Vec<(String, String)>,
+}
+
+impl Impls {
+    fn read() -> Impls {
+        let mut impls = Impls {
+            defined: BTreeMap::new(),
+            impls: Vec::new(),
+        };
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        collect(&src, &mut files);
+        for path in files {
+            if let Some(module) = module_of(&src, &path) {
+                let text = std::fs::read_to_string(&path).expect("source file");
+                impls.scan(&module, without_tests(&text));
+            }
+        }
+        impls
+    }
+
+    /// Reads `text`, the source of `module`: its type definitions and its
+    /// inherent impls.
+    fn scan(&mut self, module: &str, text: &str) {
+        for line in text.lines() {
+            let line = line.trim_start();
+            let line = line
+                .strip_prefix("pub(crate) ")
+                .or_else(|| line.strip_prefix("pub(super) "))
+                .or_else(|| line.strip_prefix("pub "))
+                .unwrap_or(line);
+            for keyword in ["struct ", "enum ", "union ", "type "] {
+                if let Some(rest) = line.strip_prefix(keyword) {
+                    self.defined
+                        .entry(name(rest))
+                        .or_default()
+                        .insert(module.to_string());
+                }
+            }
+            if let Some(rest) = line.strip_prefix("impl") {
+                let rest = skip_generics(rest);
+                let head = rest.split(['{', '\n']).next().unwrap_or_default();
+                if !head.contains(" for ") && !head.trim().is_empty() {
+                    let path = head.split(" where").next().unwrap_or_default().trim();
+                    let last = path.rsplit("::").next().unwrap_or(path);
+                    self.impls.push((module.to_string(), name(last)));
+                }
+            }
+        }
+    }
+
+    /// Each inherent impl of a type of this crate written in a top-level
+    /// module other than the one that defines it.
+    fn outside_their_module(&self) -> Vec<String> {
+        let mut wrong = Vec::new();
+        for (module, ty) in &self.impls {
+            let Some(homes) = self.defined.get(ty) else {
+                continue;
+            };
+            if !homes.iter().any(|home| top(home) == top(module)) {
+                let homes: Vec<&str> = homes.iter().map(|h| top(h)).collect();
+                wrong.push(format!(
+                    "{module}: impl {ty} (defined in {})",
+                    homes.join(", ")
+                ));
+            }
+        }
+        wrong
+    }
+}
+
+/// The identifier `text` starts with.
+fn name(text: &str) -> String {
+    text.trim_start()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// `text` after a leading `<...>` (an impl's generics), if any.
+fn skip_generics(text: &str) -> &str {
+    let Some(rest) = text.strip_prefix('<') else {
+        return text;
+    };
+    let mut depth = 1;
+    for (at, c) in rest.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            _ => {}
+        }
+        if depth == 0 {
+            return &rest[at + 1..];
+        }
+    }
+    ""
 }
 
 fn top(module: &str) -> &str {

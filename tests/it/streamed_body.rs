@@ -409,6 +409,42 @@ fn a_streamed_body_has_its_own_size_limit() {
     assert_eq!(demo.infer_count(), 1);
 }
 
+/// A streamed answer (a streamed body, every output binary) is logged
+/// at its head while its call still runs in a task of its own: its
+/// access-log line still names the backend and counts the upstream time.
+#[test]
+fn a_streamed_answers_access_log_names_its_backend_and_upstream_time() {
+    let demo = DemoUpstream::start_in_background("127.0.0.1:0".parse().unwrap()).unwrap();
+    let (gw, config) = with_config(&demo, "[log]\nformat = \"json\"\n", &[]);
+    let (json, tail) = add_sub(N);
+    let mut s = connect(&gw);
+    // The first request also looks the model up upstream; the second
+    // finds it cached, so only its streamed call is upstream.
+    for _ in 0..2 {
+        s.write_all(&declared(&json, &tail)).unwrap();
+        let (h, b) = read_answer(&mut s);
+        assert_added(&h, &b, N);
+    }
+    let _ = std::fs::remove_file(&config);
+    let access = || {
+        gw.log_text()
+            .lines()
+            .filter(|l| l.contains(r#""target":"tensorgate::access""#))
+            .nth(1)
+            .map(str::to_string)
+    };
+    assert!(eventually(|| access().is_some()), "{}", gw.log_text());
+    let line = access().unwrap_or_default();
+    let backend = format!(r#""backend":"{}""#, demo.local_addr());
+    assert!(line.contains(&backend), "{backend} missing in {line}");
+    let upstream_us = line
+        .split(r#""upstream_us":"#)
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(upstream_us.is_some_and(|us| us > 0), "{line}");
+}
+
 /// Bytes of the 1 GiB tensor: a pattern a cut or a shift would break.
 pub(super) fn pattern(at: usize, len: usize) -> Vec<u8> {
     (at..at + len).map(|i| (i % 251) as u8).collect()

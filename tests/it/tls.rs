@@ -67,16 +67,16 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
-async fn gateway_over(upstream: &DemoUpstream, tweak: impl FnOnce(&mut Config)) -> Gateway {
+async fn gateway_over(upstream: &DemoUpstream, tweak: impl FnOnce(&mut Config)) -> Arc<Gateway> {
     let mut config = Config::default();
     config.upstream.addresses = vec![upstream.local_addr().to_string()];
     tweak(&mut config);
     let gateway = Gateway::new(config).expect("valid config");
     gateway.pool().started().await;
-    gateway
+    Arc::new(gateway)
 }
 
-async fn infer(gateway: &Gateway) -> (u16, String) {
+async fn infer(gateway: &Arc<Gateway>) -> (u16, String) {
     let body = bytes::Bytes::from_static(BODY.as_bytes());
     let path = "/v2/models/add_sub/infer";
     let r = crate::support::send(gateway, http::Method::POST, path, &[], body).await;
@@ -142,14 +142,13 @@ async fn a_large_passthrough_call_is_relayed_to_a_tls_upstream() {
     )
     .await
     .unwrap();
-    let gateway =
-        Arc::new(gateway_over(&demo, |c| c.upstream.tls.ca_file = Some(ca_file.clone())).await);
+    let gateway = gateway_over(&demo, |c| c.upstream.tls.ca_file = Some(ca_file.clone())).await;
     let addr = serve_passthrough(gateway).await;
     let mut client = GrpcInferenceServiceClient::connect(format!("http://{addr}"))
         .await
         .unwrap()
         .max_decoding_message_size(64 << 20);
-    // 8 MiB: relayed as it arrives (`passthrough::streamed`), through
+    // 8 MiB: relayed as it arrives (`passthrough::large_unary`), through
     // tonic's `Channel`, which TLS backends use.
     let data = bytes::Bytes::from(vec![7u8; 8 << 20]);
     let request = ModelInferRequest {
@@ -266,14 +265,12 @@ async fn grpc_passthrough_over_tls() {
     let demo = DemoUpstream::start("127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let gateway = Arc::new(
-        gateway_over(&demo, |c| {
-            c.grpc.tls = true;
-            c.tls.cert_file = Some(cert.clone());
-            c.tls.key_file = Some(key.clone());
-        })
-        .await,
-    );
+    let gateway = gateway_over(&demo, |c| {
+        c.grpc.tls = true;
+        c.tls.cert_file = Some(cert.clone());
+        c.tls.key_file = Some(key.clone());
+    })
+    .await;
     let addr = serve_passthrough(gateway).await;
     let tls = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(&ca.pem))

@@ -36,7 +36,7 @@ fn slow(delay_ms: u64, us: u64) -> String {
 }
 
 /// The backend's entry in `/v2/tensorgate/backends`.
-async fn listing(gateway: &Gateway, addr: &str) -> serde_json::Value {
+async fn listing(gateway: &Arc<Gateway>, addr: &str) -> serde_json::Value {
     let r = crate::support::send(
         gateway,
         http::Method::GET,
@@ -163,7 +163,7 @@ fn grpc_slow(deadline: Duration) -> tonic::Request<ModelInferRequest> {
 #[tokio::test]
 async fn grpc_timeouts_never_eject_the_backend() {
     let h = Harness::start().await;
-    let gateway = Arc::new(h.gateway);
+    let gateway = h.gateway.clone();
     gateway.pool().started().await;
     let addr = h.demo.local_addr().to_string();
     let mut client = grpc_client(&gateway).await;

@@ -13,12 +13,12 @@ use bytes::Bytes;
 use http::Method;
 use tensorgate::config::Config;
 use tensorgate::front::http::{HttpRequest, HttpResponse};
-use tensorgate::Gateway;
+use tensorgate::{Gateway, Pipeline};
 use tensorgate_demo::DemoUpstream;
 
 pub(crate) struct Harness {
     pub demo: DemoUpstream,
-    pub gateway: Gateway,
+    pub gateway: std::sync::Arc<Gateway>,
 }
 
 impl Harness {
@@ -34,7 +34,7 @@ impl Harness {
         let mut config = Config::default();
         config.upstream.addresses = vec![demo.local_addr().to_string()];
         tweak(&mut config);
-        let gateway = Gateway::new(config).expect("valid config");
+        let gateway = std::sync::Arc::new(Gateway::new(config).expect("valid config"));
         Harness { demo, gateway }
     }
 
@@ -71,9 +71,10 @@ impl Harness {
     }
 }
 
-/// One request through the gateway's pipeline (no sockets on the HTTP side).
+/// One request through the gateway's HTTP pipeline (no sockets on the
+/// HTTP side).
 pub(crate) async fn send(
-    gateway: &Gateway,
+    gateway: &std::sync::Arc<Gateway>,
     method: Method,
     path: &str,
     headers: &[(&str, &str)],
@@ -84,7 +85,7 @@ pub(crate) async fn send(
         .map(|(n, v)| (n.to_string(), Bytes::copy_from_slice(v.as_bytes())))
         .collect();
     let request = HttpRequest::new(method, path, headers, body);
-    gateway.handle(request).await
+    Pipeline::new(gateway.clone()).handle(request).await
 }
 
 /// Several demo upstreams, each on its own runtime (so one can be killed
@@ -107,10 +108,11 @@ impl Fleet {
         config.upstream.health.interval_ms = 20;
         config.upstream.health.timeout_ms = 200;
         tweak(&mut config);
+        let gateway = std::sync::Arc::new(Gateway::new(config).expect("valid config"));
         let fleet = Fleet {
             demos: demos.into_iter().map(Some).collect(),
             addrs,
-            gateway: std::sync::Arc::new(Gateway::new(config).expect("valid config")),
+            gateway,
         };
         fleet.gateway.pool().started().await;
         fleet

@@ -114,7 +114,7 @@ impl Gateway {
         ctx: &RequestContext,
         request: &InferRequest,
     ) -> Result<InferResponse> {
-        self.call_infer(ctx, request).await
+        self.call_infer(ctx, request, None).await
     }
 
     pub(crate) async fn v1_model_load(&self, ctx: &RequestContext, name: &str) -> Result<()> {

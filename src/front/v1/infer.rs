@@ -4,15 +4,15 @@
 //! `NV-InferResponse` and the raw outputs followed by the trailer.
 
 use super::Answer;
-use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::front::http::HttpRequest;
+use crate::front::pipeline::Pipeline;
 use crate::front::route::ModelRef;
 use crate::translate::v1::answer;
 use crate::wire::v1::{text, Format};
 
-impl Gateway {
+impl Pipeline {
     pub(super) async fn v1_infer(
         &self,
         ctx: &RequestContext,
@@ -28,7 +28,10 @@ impl Gateway {
             .ok_or_else(|| Error::invalid("missing NV-InferRequest header"))?;
         let header = text::parse(value)
             .map_err(|e| Error::invalid(format!("failed to parse NV-InferRequest header: {e}")))?;
-        let (header, raw) = self.v1_infer_core(ctx, model, &header, &req.body).await?;
+        let (header, raw) = self
+            .gateway
+            .v1_infer_core(ctx, model, &header, &req.body)
+            .await?;
         let (value, body) = answer::infer(&header, raw, format);
         Ok(Answer {
             content_type: Some("application/octet-stream"),

@@ -16,6 +16,7 @@ use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::front::http::{HttpRequest, HttpResponse};
+use crate::front::pipeline::Pipeline;
 use crate::front::route::Route;
 use crate::translate::v1::answer;
 use crate::wire::v1::Format;
@@ -47,7 +48,7 @@ impl Answer {
     }
 }
 
-impl Gateway {
+impl Pipeline {
     /// Answers one v1 request.
     pub async fn v1(
         &self,
@@ -62,7 +63,7 @@ impl Gateway {
         } else {
             Err(Error::method_not_allowed())
         };
-        let server_id = &self.config().v1.server_id;
+        let server_id = &self.gateway.config().v1.server_id;
         match result {
             Ok(ok) => {
                 let status = answer::success(server_id, request_id);
@@ -94,28 +95,28 @@ impl Gateway {
         req: &HttpRequest,
     ) -> Result<Answer> {
         match route {
-            V1Route::HealthLive => health(self.v1_server_live().await?, "live"),
-            V1Route::HealthReady => health(self.v1_server_ready().await?, "ready"),
+            V1Route::HealthLive => health(self.gateway.v1_server_live().await?, "live"),
+            V1Route::HealthReady => health(self.gateway.v1_server_ready().await?, "ready"),
             V1Route::Status { model, format } => {
                 let format = json_if_accepted(*format, req);
-                let status = self.v1_server_status(ctx, model.as_deref()).await?;
+                let status = self.gateway.v1_server_status(ctx, model.as_deref()).await?;
                 Ok(Answer::message(&status, format))
             }
             V1Route::Infer { model, format } => self.v1_infer(ctx, model, *format, req).await,
             V1Route::ModelLoad(model) => {
-                self.models().invalidate(model);
-                self.v1_model_load(ctx, model).await?;
-                self.models().invalidate(model);
+                self.gateway.models().invalidate(model);
+                self.gateway.v1_model_load(ctx, model).await?;
+                self.gateway.models().invalidate(model);
                 Ok(Answer::empty())
             }
             V1Route::ModelUnload(model) => {
-                self.models().invalidate(model);
-                self.v1_model_unload(ctx, model).await?;
-                self.models().invalidate(model);
+                self.gateway.models().invalidate(model);
+                self.gateway.v1_model_unload(ctx, model).await?;
+                self.gateway.models().invalidate(model);
                 Ok(Answer::empty())
             }
             V1Route::RepositoryIndex(format) => {
-                let index = self.v1_repository_index(ctx, ).await?.ok_or_else(|| {
+                let index = self.gateway.v1_repository_index(ctx, ).await?.ok_or_else(|| {
                     Error::unsupported("the upstream has no model repository API")
                 })?;
                 Ok(Answer::message(&answer::repository_index(index), *format))

@@ -8,7 +8,9 @@ pub(crate) mod stream;
 
 use bytes::Bytes;
 
-use crate::model::{DataType, InferResponse, ModelInfo, OutputTensor, Param, TensorInfo};
+use crate::model::{
+    DataType, DeclaredType, InferResponse, ModelInfo, OutputTensor, Param, TensorInfo,
+};
 use crate::proto::inference::{
     infer_parameter::ParameterChoice, model_metadata_response::TensorMetadata,
     DataType as ConfigDataType, InferParameter, InferTensorContents, ModelConfig,
@@ -47,13 +49,14 @@ pub(crate) fn model_infer(response: ModelInferResponse, request_id: &[u8]) -> In
         .into_iter()
         .map(|output| {
             let data = raw.next().unwrap_or_default();
+            let datatype = DeclaredType::from(output.datatype);
             let data = match (&output.contents, data.is_empty()) {
-                (Some(contents), true) => typed_to_raw(contents, &output.datatype),
+                (Some(contents), true) => typed_to_raw(contents, datatype.known()),
                 _ => data,
             };
             OutputTensor {
                 name: output.name,
-                datatype: output.datatype,
+                datatype,
                 shape: output.shape,
                 data,
             }
@@ -69,7 +72,7 @@ pub(crate) fn model_infer(response: ModelInferResponse, request_id: &[u8]) -> In
 }
 
 /// [`model_infer`] of an answer whose raw outputs came apart from it
-/// (`upstream::answer`).
+/// (`upstream::reply`).
 pub(crate) fn model_infer_with_raw(
     mut response: ModelInferResponse,
     raw: Vec<Bytes>,
@@ -81,9 +84,9 @@ pub(crate) fn model_infer_with_raw(
 
 /// Servers other than Triton may answer with typed `contents` (protocol §9
 /// item 7): serialize them to the raw little-endian layout.
-fn typed_to_raw(c: &InferTensorContents, datatype: &str) -> Bytes {
+fn typed_to_raw(c: &InferTensorContents, datatype: Option<DataType>) -> Bytes {
     // INT8/INT16 (and UINT8/UINT16) travel widened to 32 bits: keep the low bytes.
-    let narrow = DataType::parse(datatype.as_bytes())
+    let narrow = datatype
         .and_then(DataType::element_size)
         .filter(|n| *n < 4)
         .unwrap_or(4);
@@ -167,12 +170,18 @@ mod tests {
             int_contents: vec![-1, 300],
             ..Default::default()
         };
-        assert_eq!(&typed_to_raw(&c, "INT16")[..], &[0xff, 0xff, 0x2c, 0x01]);
-        assert_eq!(&typed_to_raw(&c, "INT8")[..], &[0xff, 0x2c]);
+        assert_eq!(
+            &typed_to_raw(&c, Some(DataType::Int16))[..],
+            &[0xff, 0xff, 0x2c, 0x01]
+        );
+        assert_eq!(&typed_to_raw(&c, Some(DataType::Int8))[..], &[0xff, 0x2c]);
         let b = InferTensorContents {
             bytes_contents: vec![Bytes::from_static(b"ab")],
             ..Default::default()
         };
-        assert_eq!(&typed_to_raw(&b, "BYTES")[..], b"\x02\x00\x00\x00ab");
+        assert_eq!(
+            &typed_to_raw(&b, Some(DataType::Bytes))[..],
+            b"\x02\x00\x00\x00ab"
+        );
     }
 }

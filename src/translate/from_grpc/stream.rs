@@ -1,4 +1,4 @@
-//! `ModelStreamInfer` answers (protocol §6.4) to protocol-neutral items. The
+//! `ModelStreamInfer` replies (protocol §6.4) to protocol-neutral items. The
 //! stream's own marker, response parameter `triton_final_response`, is
 //! taken off the response and tells whether more will come; an error
 //! without it was raised before the request was scheduled.
@@ -23,15 +23,15 @@ pub(crate) enum StreamItem {
 }
 
 /// The upstream's answers to one streamed request, as [`StreamItem`]s.
-pub(crate) struct Answers {
+pub(crate) struct Replies {
     stream: Streaming<ModelStreamInferResponse>,
     /// Our own copy of the client's request id (see `model_infer`).
     request_id: Vec<u8>,
 }
 
-impl Answers {
+impl Replies {
     pub(crate) fn new(stream: Streaming<ModelStreamInferResponse>, request_id: Vec<u8>) -> Self {
-        Answers { stream, request_id }
+        Replies { stream, request_id }
     }
 
     /// The next item; `Ok(None)` at the end of the stream.

@@ -71,7 +71,7 @@ pub(crate) fn model_infer(request: &InferRequest) -> ModelInferRequest {
             }
             InferInputTensor {
                 name: input.name.clone(),
-                datatype: input.datatype.clone(),
+                datatype: input.datatype.as_str().to_string(),
                 shape: input.shape.clone(),
                 parameters,
                 contents: None,

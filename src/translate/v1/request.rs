@@ -101,7 +101,7 @@ pub fn infer_request(
             };
             InputTensor {
                 name: input.name.clone(),
-                datatype: dtype.as_str().to_string(),
+                datatype: dtype.into(),
                 shape,
                 data,
             }
@@ -365,7 +365,7 @@ mod tests {
         );
         let (request, plan) = build(&header, body.clone()).expect("valid");
         assert_eq!(request.inputs[0].shape, [2, 16]);
-        assert_eq!(request.inputs[0].datatype, "INT32");
+        assert_eq!(request.inputs[0].datatype, DataType::Int32);
         assert_eq!(
             request.inputs[1].data,
             InputData::Raw(Bytes::from(body[128..].to_vec()))

@@ -74,7 +74,9 @@ fn raw_info(tensor: &OutputTensor, planned: &PlannedOutput, batching: bool) -> o
         _ => tensor.shape.clone(),
     };
     let batch_byte_size = if planned.shared_memory {
-        DataType::parse(tensor.datatype.as_bytes())
+        tensor
+            .datatype
+            .known()
             .and_then(DataType::element_size)
             .and_then(|size| {
                 tensor
@@ -99,10 +101,12 @@ fn classes(tensor: &OutputTensor, k: u32, plan: &Plan) -> Result<Vec<output::Cla
     } else {
         1
     };
-    if tensor.datatype == DataType::Bytes.as_str() {
+    if tensor.datatype == DataType::Bytes {
         return upstream_classes(tensor, entries);
     }
-    let dtype = DataType::parse(tensor.datatype.as_bytes())
+    let dtype = tensor
+        .datatype
+        .known()
         .filter(|d| d.element_size().is_some())
         .ok_or_else(|| {
             Error::invalid(format!(
@@ -202,6 +206,7 @@ fn top_k(values: &[f64], k: u32) -> output::Classes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::DeclaredType;
 
     fn plan(batch_size: u32, outputs: &[(&str, u32)]) -> Plan {
         Plan {
@@ -222,7 +227,7 @@ mod tests {
     fn tensor(name: &str, datatype: &str, shape: &[i64], data: Vec<u8>) -> OutputTensor {
         OutputTensor {
             name: name.into(),
-            datatype: datatype.into(),
+            datatype: DeclaredType::read(datatype),
             shape: shape.to_vec(),
             data: Bytes::from(data),
         }

@@ -48,7 +48,7 @@ use crate::proto::inference::ModelInferRequest;
 use crate::translate::sequence::sequence_key;
 use crate::upstream::call::failure_text;
 use crate::upstream::encoded::EncodedInfer;
-use crate::upstream::raw::RawAnswer;
+use crate::upstream::raw::RawReply;
 use crate::upstream::Target;
 use crate::wire::grpc_head::{self, Head, PREFIX_LEN};
 
@@ -63,25 +63,25 @@ const HEAD_MAX: usize = 1 << 20;
 
 /// The inference service, its large `ModelInfer` calls relayed here.
 #[derive(Clone)]
-pub(crate) struct Streamed {
+pub(crate) struct LargeUnary {
     inner: GrpcInferenceServiceServer<Passthrough>,
     gateway: Arc<Gateway>,
 }
 
-impl Streamed {
+impl LargeUnary {
     pub(super) fn new(
         inner: GrpcInferenceServiceServer<Passthrough>,
         gateway: Arc<Gateway>,
-    ) -> Streamed {
-        Streamed { inner, gateway }
+    ) -> LargeUnary {
+        LargeUnary { inner, gateway }
     }
 }
 
-impl NamedService for Streamed {
+impl NamedService for LargeUnary {
     const NAME: &'static str = <GrpcInferenceServiceServer<Passthrough> as NamedService>::NAME;
 }
 
-impl Service<http::Request<Body>> for Streamed {
+impl Service<http::Request<Body>> for LargeUnary {
     type Response = http::Response<Body>;
     type Error = Infallible;
     type Future = BoxFuture<Self::Response, Self::Error>;
@@ -375,7 +375,7 @@ async fn pump(mut body: Body, feed: BodyFeed) {
 /// service would return it, then its frames and trailers as they come.
 /// `guards` (the admission permit, the in-flight count) last until the
 /// answer ends.
-fn relayed(answer: RawAnswer, guards: (Permit, InflightGuard)) -> http::Response<Body> {
+fn relayed(answer: RawReply, guards: (Permit, InflightGuard)) -> http::Response<Body> {
     let (parts, body) = answer.into_parts();
     // A status in the head ("trailers-only"): the body carries nothing more.
     let state = if parts.headers.contains_key("grpc-status") {

@@ -1,6 +1,8 @@
-//! `ModelInfer` answers whose raw outputs are handed on as they arrive
-//! instead of being held whole. A call made with an [`AnswerTap`] has its
-//! response body walked field by field (`Walker`): the answer's small
+//! `ModelInfer` replies (what a backend sends back for one call; the
+//! client's answer is made from it) whose raw outputs are handed on as
+//! they arrive instead of being held whole. A call made with a
+//! [`ReplyTap`] has its response body walked field by field (`Walker`):
+//! the reply's small
 //! fields (everything but `raw_output_contents`, field 6) are collected
 //! and decoded as the [`Tapped::Head`]; each raw output then follows as
 //! [`Tapped::Entry`] (its length, from its field header) and
@@ -10,7 +12,7 @@
 //!
 //! Servers write fields in number order (prost and protobuf's C++
 //! serializer do), so `outputs` (field 5) come before the raw contents; a
-//! small field after a raw output fails the answer. The walker takes the
+//! small field after a raw output fails the reply. The walker takes the
 //! next DATA frame only once the previous one's pieces are in the tap's
 //! bounded queue, so a slow reader holds the backend back through HTTP/2
 //! flow control.
@@ -57,15 +59,15 @@ pub(crate) enum Tapped {
 
 /// The sending end, carried by the call's request; cheap to clone.
 #[derive(Clone)]
-pub(crate) struct AnswerTap(mpsc::Sender<Tapped>);
+pub(crate) struct ReplyTap(mpsc::Sender<Tapped>);
 
 /// A new tap and the queue it fills.
-pub(crate) fn tap() -> (AnswerTap, mpsc::Receiver<Tapped>) {
+pub(crate) fn tap() -> (ReplyTap, mpsc::Receiver<Tapped>) {
     let (tx, rx) = mpsc::channel(QUEUED);
-    (AnswerTap(tx), rx)
+    (ReplyTap(tx), rx)
 }
 
-impl AnswerTap {
+impl ReplyTap {
     /// Says how the call ended (after every piece the walker queued).
     pub(crate) async fn end(&self, result: Result<(), Error>) {
         let _ = self.0.send(Tapped::Ended(result)).await;

@@ -1,0 +1,159 @@
+//! The upstream calls of an inference request, set up in one place for
+//! every front that infers (`/infer` with its body in hand or streamed,
+//! its relayed answers, the v1 API, `/generate`): [`InferCall::new`]
+//! builds the call of a checked request once — its target (the model; a
+//! sequence's own backend), the `ModelInferRequest`, the sizes of the
+//! inputs still to come — and [`Gateway::send_infer`] sends it through the
+//! pool, within the gateway's own deadline (`upstream.request_timeout_ms`).
+//! A request's `timeout` parameter is Triton's queueing timeout: forwarded
+//! as a parameter only, for the server to enforce, as on Triton.
+
+use std::borrow::Cow;
+
+use crate::app::Gateway;
+use crate::body::BodyRest;
+use crate::context::RequestContext;
+use crate::error::Result;
+use crate::model::{InferRequest, InferResponse};
+use crate::proto::inference::ModelInferResponse;
+use crate::translate::from_grpc::stream::Replies;
+use crate::translate::sequence::request_sequence_key;
+use crate::translate::{from_grpc, to_grpc};
+use crate::upstream::reply::ReplyTap;
+use crate::upstream::{call, Client, Lease, Target};
+
+/// One `ModelInfer` (or `ModelStreamInfer`) call of a checked request.
+pub(crate) struct InferCall<'r> {
+    /// The model: only backends serving it.
+    model: Cow<'r, str>,
+    /// A non-zero `sequence_id`: the sequence's own backend, never another.
+    sequence: Option<Vec<u8>>,
+    message: crate::proto::inference::ModelInferRequest,
+    /// Of a streamed body: the rest, and for each raw entry the size of
+    /// the bytes that follow in it (`to_grpc::streamed_sizes`).
+    streamed: Option<(BodyRest, Vec<Option<u64>>)>,
+    /// Where the answer's raw outputs go as they arrive (`upstream::reply`).
+    tap: Option<ReplyTap>,
+}
+
+impl<'r> InferCall<'r> {
+    /// The call of `request`; its streamed inputs, if any, follow from
+    /// `rest` as the client sends them.
+    pub(crate) fn new(request: &'r InferRequest, rest: Option<BodyRest>) -> InferCall<'r> {
+        InferCall {
+            model: Cow::Borrowed(&request.model_name),
+            sequence: request_sequence_key(request),
+            message: to_grpc::model_infer(request),
+            streamed: rest.map(|rest| (rest, to_grpc::streamed_sizes(request))),
+            tap: None,
+        }
+    }
+
+    /// The answer's raw outputs into `tap` as they arrive; the answer
+    /// [`Gateway::send_infer`] returns then lacks them.
+    pub(crate) fn tapped(self, tap: ReplyTap) -> InferCall<'r> {
+        InferCall {
+            tap: Some(tap),
+            ..self
+        }
+    }
+
+    /// The call on its own, for a task that outlives the request.
+    pub(crate) fn into_owned(self) -> InferCall<'static> {
+        InferCall {
+            model: Cow::Owned(self.model.into_owned()),
+            sequence: self.sequence,
+            message: self.message,
+            streamed: self.streamed,
+            tap: self.tap,
+        }
+    }
+}
+
+impl Gateway {
+    /// `ModelInfer` of `request` on a backend serving the model, its
+    /// answer translated (with the client's own id). A request with
+    /// streamed inputs has their bytes sent from `rest` as they arrive: a
+    /// body that broke off, ran short or ran long fails the call (the
+    /// upstream's stream is reset before the message completes).
+    pub(crate) async fn call_infer(
+        &self,
+        ctx: &RequestContext,
+        request: &InferRequest,
+        rest: Option<&BodyRest>,
+    ) -> Result<InferResponse> {
+        let response = self
+            .send_infer(ctx, InferCall::new(request, rest.cloned()))
+            .await?;
+        Ok(from_grpc::model_infer(response, &request.id))
+    }
+
+    /// Sends `call` (the one place a `ModelInfer` goes upstream): encoded
+    /// once, its tensors not copied, retried elsewhere only when an attempt
+    /// never reached its backend (and took nothing of a streamed body).
+    pub(crate) async fn send_infer(
+        &self,
+        ctx: &RequestContext,
+        call: InferCall<'_>,
+    ) -> Result<ModelInferResponse> {
+        let InferCall {
+            model,
+            sequence,
+            message,
+            streamed,
+            tap,
+        } = call;
+        let target = target(&model, &sequence);
+        let pool = self.pool();
+        match streamed {
+            None => pool.model_infer(ctx, &target, message).await,
+            Some((rest, sizes)) => {
+                pool.model_infer_streamed(ctx, &target, message, &sizes, rest, tap)
+                    .await
+            }
+        }
+    }
+
+    /// `ModelStreamInfer` with the one request, half-closed after it; the
+    /// deadline is the generation's (`generate.stream_timeout_ms`). The
+    /// backend is chosen as for `ModelInfer`; opening the stream counts
+    /// toward its passive health. The lease holds the backend's in-flight
+    /// count for the whole stream.
+    pub(crate) async fn open_stream_infer(
+        &self,
+        ctx: &RequestContext,
+        request: &InferRequest,
+    ) -> Result<(Lease, Replies)> {
+        let pool = self.pool();
+        pool.started().await;
+        let call = InferCall::new(request, None);
+        let lease = pool.pick(&target(&call.model, &call.sequence), &[])?;
+        let timeout = self.config().generate.stream_timeout();
+        let open = |mut client: Client, timeout| {
+            let message = call.message.clone();
+            async move {
+                client
+                    .model_stream_infer(call::request(
+                        tokio_stream::once(message),
+                        timeout,
+                        ctx.trace(),
+                    ))
+                    .await
+            }
+        };
+        let stream = pool
+            .call_on(ctx, &lease, timeout, &open)
+            .await
+            .map_err(call::Attempt::into_error)?;
+        Ok((lease, Replies::new(stream, request.id.clone())))
+    }
+}
+
+/// Where a call goes: a backend serving `model`; with a sequence key, the
+/// sequence's own backend.
+fn target<'a>(model: &'a str, sequence: &'a Option<Vec<u8>>) -> Target<'a> {
+    Target {
+        model: Some(model),
+        sequence: sequence.as_deref(),
+    }
+}
