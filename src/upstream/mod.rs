@@ -16,7 +16,9 @@
 //! - `thread_slot.rs`: which request channel the calling thread uses;
 //! - `model_info.rs`: the cache of model signatures.
 
-pub(crate) mod answer;
+// pub: the fuzz target fuzz/fuzz_targets/infer_answer.rs walks answers
+// with `answer::walk_frames`.
+pub mod answer;
 pub(crate) mod backend;
 pub(crate) mod call;
 pub(crate) mod discovery;
