@@ -7,8 +7,12 @@
 //! upstream answers); `v1` carries the legacy v1 API over both.
 
 pub(crate) mod checks;
-pub(crate) mod from_grpc;
+// pub: the fuzz target fuzz/fuzz_targets/infer_answer.rs turns walked
+// answers into responses with `from_grpc::model_infer_with_raw`.
+pub mod from_grpc;
 pub(crate) mod outputs;
 pub(crate) mod sequence;
-pub(crate) mod to_grpc;
+// pub: the fuzz target fuzz/fuzz_targets/endpoint_bodies.rs drives the
+// body decoders of `to_grpc::endpoints`.
+pub mod to_grpc;
 pub mod v1;

@@ -26,7 +26,9 @@ pub(crate) mod health;
 pub(crate) mod model_info;
 pub(crate) mod pool;
 pub(crate) mod raw;
-pub(crate) mod reply;
+// pub: the fuzz target fuzz/fuzz_targets/infer_reply.rs walks replies
+// with `reply::walk_frames`.
+pub mod reply;
 pub(crate) mod select;
 pub(crate) mod thread_slot;
 mod transport;

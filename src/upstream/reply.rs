@@ -192,6 +192,56 @@ fn malformed(what: &str) -> Status {
     ))
 }
 
+/// An answer walked whole, as the tap hands it on: the generated client's
+/// message, the head (the answer without its raw outputs, and whether any
+/// follow) and each raw output (its declared length, then its bytes). For
+/// the tests and the fuzz target (fuzz/fuzz_targets/infer_answer.rs:
+/// hence `pub`); the gateway walks a live body instead ([`AnswerTap`]).
+#[derive(Debug, Default, PartialEq)]
+pub struct Walked {
+    pub message: Vec<u8>,
+    pub head: Option<(ModelInferResponse, bool)>,
+    pub raw: Vec<(u64, Vec<u8>)>,
+}
+
+/// Walks a response body arriving in `frames`. Panics if the walker
+/// breaks its own order (the head first, then each raw output's length
+/// before its bytes, never more bytes than that length): the fuzz
+/// target's check of what the answer's writer relies on.
+pub fn walk_frames<'a>(frames: impl IntoIterator<Item = &'a [u8]>) -> Result<Walked, Status> {
+    let mut parser = Parser::default();
+    let mut out = VecDeque::new();
+    let mut walked = Walked::default();
+    for frame in frames {
+        if let Some(message) = parser.feed(Bytes::copy_from_slice(frame), &mut out)? {
+            walked.message.extend_from_slice(&message);
+        }
+    }
+    parser.finish()?;
+    for item in out {
+        match item {
+            Tapped::Head {
+                response,
+                raw_follow,
+            } => {
+                assert!(walked.head.is_none(), "a second head");
+                walked.head = Some((response, raw_follow));
+            }
+            Tapped::Entry(len) => {
+                assert!(walked.head.is_some(), "a raw output before the head");
+                walked.raw.push((len, Vec::new()));
+            }
+            Tapped::Data(data) => {
+                let (len, bytes) = walked.raw.last_mut().expect("data before its length");
+                bytes.extend_from_slice(&data);
+                assert!(bytes.len() as u64 <= *len, "more data than its length");
+            }
+            Tapped::Ended(_) => unreachable!("only the call ends the tap"),
+        }
+    }
+    Ok(walked)
+}
+
 impl Parser {
     /// Walks one DATA frame: tap items into `out`; the generated client's
     /// message once the small fields are complete.
@@ -425,56 +475,33 @@ mod tests {
         out
     }
 
-    /// Walks `wire` in frames of `size` bytes: the client's message and
-    /// the tapped items.
-    fn walk(wire: &[u8], size: usize) -> Result<(Vec<u8>, Vec<Tapped>), Status> {
-        let mut parser = Parser::default();
-        let mut out = VecDeque::new();
-        let mut message = Vec::new();
-        for frame in wire.chunks(size) {
-            if let Some(m) = parser.feed(Bytes::copy_from_slice(frame), &mut out)? {
-                message.extend_from_slice(&m);
-            }
-        }
-        parser.finish()?;
-        Ok((message, out.into()))
-    }
-
     #[test]
     fn raw_outputs_are_tapped_and_the_rest_is_the_clients_message() {
         for raw in [&[][..], &[0][..], &[5, 0, 300], &[70_000, 1]] {
             let full = response(raw);
             let mut small = full.clone();
             small.raw_output_contents.clear();
+            let expected: Vec<(u64, Vec<u8>)> = full
+                .raw_output_contents
+                .iter()
+                .map(|b| (b.len() as u64, b.to_vec()))
+                .collect();
             for size in [1, 3, 7, 64, 1 << 20] {
-                let (message, items) = walk(&framed(&full), size).unwrap();
-                assert_eq!(message, framed(&small), "{raw:?} in frames of {size}");
-                let mut items = items.into_iter();
-                let Some(Tapped::Head {
-                    response,
-                    raw_follow,
-                }) = items.next()
-                else {
-                    panic!("the head first");
-                };
-                assert_eq!(response, small);
-                assert_eq!(raw_follow, !raw.is_empty());
-                let mut entries: Vec<Vec<u8>> = Vec::new();
-                for item in items {
-                    match item {
-                        Tapped::Entry(n) => entries.push(Vec::with_capacity(n as usize)),
-                        Tapped::Data(d) => entries.last_mut().unwrap().extend_from_slice(&d),
-                        other => panic!("{other:?}"),
-                    }
-                }
-                let expected: Vec<Vec<u8>> = full
-                    .raw_output_contents
-                    .iter()
-                    .map(|b| b.to_vec())
-                    .collect();
-                assert_eq!(entries, expected, "{raw:?} in frames of {size}");
+                let walked = walk(&framed(&full), size).unwrap();
+                assert_eq!(
+                    walked.message,
+                    framed(&small),
+                    "{raw:?} in frames of {size}"
+                );
+                assert_eq!(walked.head, Some((small.clone(), !raw.is_empty())));
+                assert_eq!(walked.raw, expected, "{raw:?} in frames of {size}");
             }
         }
+    }
+
+    /// Walks `wire` in frames of `size` bytes.
+    fn walk(wire: &[u8], size: usize) -> Result<Walked, Status> {
+        walk_frames(wire.chunks(size))
     }
 
     #[test]
@@ -551,6 +578,6 @@ mod tests {
 
     #[test]
     fn an_empty_body_is_a_trailers_only_answer() {
-        assert!(walk(&[], 1).unwrap().1.is_empty());
+        assert_eq!(walk(&[], 1).unwrap(), Walked::default());
     }
 }

@@ -21,7 +21,7 @@ const NESTED: &[u8] = b"parameters";
 
 /// Decodes a generate body for `model` (name and version from the path)
 /// whose signature is `info`. Parameters keep document order.
-pub(crate) fn decode(
+pub fn decode(
     name: &str,
     version: &str,
     body: &[u8],
@@ -177,7 +177,7 @@ pub(crate) fn derive_shape(dims: &[i64], count: u64) -> Option<Vec<i64>> {
 /// Renders one response as Triton's generate object: `id` (if any),
 /// `model_name`, `model_version`, every parameter and every output, keys
 /// sorted byte-wise; on a key clash the first of that order wins.
-pub(crate) fn encode(response: &InferResponse) -> Result<Vec<u8>> {
+pub fn encode(response: &InferResponse) -> Result<Vec<u8>> {
     let mut members: Vec<(&[u8], Vec<u8>)> = Vec::new();
     let mut add = |key: &'static str, value: &[u8]| {
         let mut out = Vec::with_capacity(value.len() + 2);

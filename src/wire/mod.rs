@@ -13,7 +13,8 @@
 pub mod compress;
 #[cfg(test)]
 pub(crate) mod fixtures;
-pub(crate) mod generate;
+// pub: the fuzz target fuzz/fuzz_targets/generate.rs drives its decoder.
+pub mod generate;
 pub mod grpc_head;
 pub mod json;
 pub(crate) mod json_access;

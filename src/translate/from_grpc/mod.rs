@@ -73,7 +73,7 @@ pub(crate) fn model_infer(response: ModelInferResponse, request_id: &[u8]) -> In
 
 /// [`model_infer`] of an answer whose raw outputs came apart from it
 /// (`upstream::reply`).
-pub(crate) fn model_infer_with_raw(
+pub fn model_infer_with_raw(
     mut response: ModelInferResponse,
     raw: Vec<Bytes>,
     request_id: &[u8],

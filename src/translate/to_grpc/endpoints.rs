@@ -15,6 +15,9 @@
 //! (trace `trace_count` below -1, log `log_format`), the check is done here
 //! so the client sees the HTTP text. Paths (model, region, action) are the
 //! router's business; callers pass the decoded path segments.
+//!
+//! The decoders of request bodies are `pub` for their fuzz target
+//! (fuzz/fuzz_targets/endpoint_bodies.rs); the rest is `pub(crate)`.
 
 use std::collections::HashMap;
 
@@ -60,7 +63,7 @@ fn c_string(bytes: &[u8]) -> String {
 /// other bytes. The load API's files and the CUDA handles must come out
 /// byte for byte as Triton decodes them (`base64_is_libb64_lenient` pins
 /// the cases).
-pub(crate) fn base64_decode_lenient(input: &[u8]) -> Vec<u8> {
+pub fn base64_decode_lenient(input: &[u8]) -> Vec<u8> {
     fn sextet(b: u8) -> Option<u32> {
         match b {
             b'A'..=b'Z' => Some(u32::from(b - b'A')),
@@ -141,7 +144,7 @@ pub(crate) fn model_statistics(name: &str, version: &str) -> ModelStatisticsRequ
 /// bool (`attempt to access JSON non-boolean as boolean`, `K45`; `null`
 /// included). A non-object body is ignored. The repository segment is
 /// ignored by Triton, so `repository_name` stays empty.
-pub(crate) fn repository_index(body: &[u8]) -> Result<RepositoryIndexRequest> {
+pub fn repository_index(body: &[u8]) -> Result<RepositoryIndexRequest> {
     let mut ready = false;
     if !body.is_empty() {
         let doc = parse_body(body)?;
@@ -168,7 +171,7 @@ pub(crate) fn repository_index(body: &[u8]) -> Result<RepositoryIndexRequest> {
 /// `unexpected error on creating Triton parameter` (Triton: 500; here 400).
 /// A 501 for an explicit repository segment is the router's (checked before
 /// the body).
-pub(crate) fn repository_load(model_name: &str, body: &[u8]) -> Result<RepositoryModelLoadRequest> {
+pub fn repository_load(model_name: &str, body: &[u8]) -> Result<RepositoryModelLoadRequest> {
     let mut parameters = HashMap::new();
     if !body.is_empty() {
         let doc = parse_body(body)?;
@@ -209,7 +212,7 @@ pub(crate) fn repository_load(model_name: &str, body: &[u8]) -> Result<Repositor
 /// `{"parameters":{"unload_dependents":bool}}`. Never fails: Triton 2.51
 /// overwrites any body error (malformed JSON, non-bool value) with the
 /// unload result, so the model is unloaded without dependents (`X15`).
-pub(crate) fn repository_unload(model_name: &str, body: &[u8]) -> RepositoryModelUnloadRequest {
+pub fn repository_unload(model_name: &str, body: &[u8]) -> RepositoryModelUnloadRequest {
     let mut parameters = HashMap::new();
     if !body.is_empty() {
         let flag = parse_body(body).ok().and_then(|doc| {
@@ -258,10 +261,7 @@ pub(crate) fn system_shm_unregister(region: &str) -> SystemSharedMemoryUnregiste
 /// optional `offset` an unsigned integer, `byte_size` present
 /// (`… has no 'byte_size' field`) and an unsigned integer. The key is cut at
 /// the first NUL (Triton keeps a C string).
-pub(crate) fn system_shm_register(
-    region: &str,
-    body: &[u8],
-) -> Result<SystemSharedMemoryRegisterRequest> {
+pub fn system_shm_register(region: &str, body: &[u8]) -> Result<SystemSharedMemoryRegisterRequest> {
     if region.is_empty() {
         return Err(Error::invalid(
             "'region name' is necessary to register system shared memory region",
@@ -316,10 +316,7 @@ const CUDA_IPC_HANDLE_SIZE: usize = 64;
 /// ignores the body and answers `failed to register CUDA shared memory
 /// region: '<r>', GPUs not supported`; its gRPC front gives the same answer
 /// for any request that passes these checks.)
-pub(crate) fn cuda_shm_register(
-    region: &str,
-    body: &[u8],
-) -> Result<CudaSharedMemoryRegisterRequest> {
+pub fn cuda_shm_register(region: &str, body: &[u8]) -> Result<CudaSharedMemoryRegisterRequest> {
     if region.is_empty() {
         return Err(Error::invalid(
             "'region name' is necessary to register cuda shared memory region",
@@ -449,7 +446,7 @@ pub(crate) fn trace_setting_get(model_name: &str) -> TraceSettingRequest {
 /// so a POST that sets nothing carries `trace_level: [""]`, a value Triton
 /// ignores, to keep that (observable only through per-model trace counts)
 /// behaviour.
-pub(crate) fn trace_setting_post(model_name: &str, body: &[u8]) -> Result<TraceSettingRequest> {
+pub fn trace_setting_post(model_name: &str, body: &[u8]) -> Result<TraceSettingRequest> {
     let doc = parse_body(body)?;
     let mut settings = HashMap::new();
 
@@ -569,7 +566,7 @@ pub(crate) fn log_settings_get() -> LogSettingsRequest {
 /// then, if `error` is set, answer it (whatever the upstream said), else
 /// render the upstream's response.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct LogSettingsUpdate {
+pub struct LogSettingsUpdate {
     /// The settings Triton would have applied (possibly none).
     pub request: LogSettingsRequest,
     /// The error Triton would answer after applying `request`.
@@ -583,7 +580,7 @@ pub(crate) struct LogSettingsUpdate {
 /// bits); `log_format` a string, `"default"` or `"ISO8601"`, else
 /// `invalid argument for --log_format, got: <v>` (Triton: 503; here 400, as
 /// it is the client's mistake). Body parse errors apply nothing.
-pub(crate) fn log_settings_post(body: &[u8]) -> LogSettingsUpdate {
+pub fn log_settings_post(body: &[u8]) -> LogSettingsUpdate {
     use log_settings_request::setting_value::ParameterChoice as P;
     let mut settings = HashMap::new();
     let error = (|| -> Result<()> {

@@ -1,7 +1,7 @@
 //! Protocol-neutral requests to gRPC messages. The only place (with
 //! `from_grpc`) that sees both our model types and the generated wire types.
 
-pub(crate) mod endpoints;
+pub mod endpoints;
 
 use std::collections::HashMap;
 
