@@ -31,8 +31,15 @@ pub(crate) struct InferCall<'r> {
     message: crate::proto::inference::ModelInferRequest,
     /// Of a streamed body: the rest, and for each raw entry the size of
     /// the bytes that follow in it (`to_grpc::streamed_sizes`).
-    streamed: Option<(BodyRest, Vec<Option<u64>>)>,
-    /// Where the answer's raw outputs go as they arrive (`upstream::reply`).
+    streamed: Option<Streamed>,
+}
+
+/// The streamed part of a call: the body's rest, the sizes of its raw
+/// entries, and where the reply's raw outputs go as they arrive
+/// (`upstream::reply`; only a streamed call relays them).
+struct Streamed {
+    rest: BodyRest,
+    sizes: Vec<Option<u64>>,
     tap: Option<ReplyTap>,
 }
 
@@ -44,18 +51,27 @@ impl<'r> InferCall<'r> {
             model: Cow::Borrowed(&request.model_name),
             sequence: request_sequence_key(request),
             message: to_grpc::model_infer(request),
-            streamed: rest.map(|rest| (rest, to_grpc::streamed_sizes(request))),
-            tap: None,
+            streamed: rest.map(|rest| Streamed {
+                rest,
+                sizes: to_grpc::streamed_sizes(request),
+                tap: None,
+            }),
         }
     }
 
-    /// The answer's raw outputs into `tap` as they arrive; the answer
+    /// The call of `request` whose inputs follow from `rest`, the reply's
+    /// raw outputs into `tap` as they arrive; the reply
     /// [`Gateway::send_infer`] returns then lacks them.
-    pub(crate) fn tapped(self, tap: ReplyTap) -> InferCall<'r> {
-        InferCall {
-            tap: Some(tap),
-            ..self
+    pub(crate) fn tapped(
+        request: &'r InferRequest,
+        rest: BodyRest,
+        tap: ReplyTap,
+    ) -> InferCall<'r> {
+        let mut call = InferCall::new(request, Some(rest));
+        if let Some(streamed) = &mut call.streamed {
+            streamed.tap = Some(tap);
         }
+        call
     }
 
     /// The call on its own, for a task that outlives the request.
@@ -65,7 +81,6 @@ impl<'r> InferCall<'r> {
             sequence: self.sequence,
             message: self.message,
             streamed: self.streamed,
-            tap: self.tap,
         }
     }
 }
@@ -101,13 +116,12 @@ impl Gateway {
             sequence,
             message,
             streamed,
-            tap,
         } = call;
         let target = target(&model, &sequence);
         let pool = self.pool();
         match streamed {
             None => pool.model_infer(ctx, &target, message).await,
-            Some((rest, sizes)) => {
+            Some(Streamed { rest, sizes, tap }) => {
                 pool.model_infer_streamed(ctx, &target, message, &sizes, rest, tap)
                     .await
             }

@@ -80,9 +80,7 @@ impl Pipeline {
         let gateway = self.gateway.clone();
         // The same context: the access log sees the call's backend and time.
         let ctx = ctx.clone();
-        let call = InferCall::new(request, Some(rest))
-            .tapped(tap.clone())
-            .into_owned();
+        let call = InferCall::tapped(request, rest, tap.clone()).into_owned();
         tokio::spawn(async move {
             let sent = gateway.send_infer(&ctx, call).await;
             tap.end(sent.map(drop)).await;
