@@ -13,6 +13,7 @@ use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedResponse};
 use crate::front::pipeline::Pipeline;
+use crate::front::plan::Plan;
 use crate::front::route::ModelRef;
 use crate::translate::from_grpc::stream::{Replies, StreamItem};
 use crate::upstream::Lease;
@@ -79,10 +80,11 @@ impl Pipeline {
     pub(crate) async fn generate_once(
         &self,
         ctx: &RequestContext,
+        plan: &Plan,
         model: &ModelRef,
         req: &HttpRequest,
     ) -> Result<HttpResponse> {
-        let mut upstream = self.open_generate(ctx, model, req).await?;
+        let mut upstream = self.open_generate(ctx, plan, model, req).await?;
         let first = upstream.next().await;
         let status = first_status(first.as_ref())?;
         let mut body = None;
@@ -114,10 +116,11 @@ impl Pipeline {
     pub(crate) async fn generate_stream(
         &self,
         ctx: &RequestContext,
+        plan: &Plan,
         model: &ModelRef,
         req: &HttpRequest,
     ) -> Result<Answer> {
-        let mut upstream = self.open_generate(ctx, model, req).await?;
+        let mut upstream = self.open_generate(ctx, plan, model, req).await?;
         let first = upstream.next().await;
         let status = first_status(first.as_ref())?;
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
@@ -145,6 +148,7 @@ impl Pipeline {
     async fn open_generate(
         &self,
         ctx: &RequestContext,
+        plan: &Plan,
         model: &ModelRef,
         req: &HttpRequest,
     ) -> Result<Upstream> {
@@ -153,7 +157,7 @@ impl Pipeline {
                 "generate needs the model's inputs, which the upstream does not provide (no ModelConfig or ModelMetadata)",
             )
         })?;
-        if !req.plan.body_identity() {
+        if !plan.body_identity() {
             return Err(Error::invalid(
                 "Unsupported content-encoding, only 'identity' is supported.",
             ));

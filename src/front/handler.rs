@@ -1,5 +1,5 @@
-//! The request pipeline's entry, independent of pingora: a classified
-//! [`Route`] and an [`HttpRequest`] in, exactly one [`HttpResponse`] out:
+//! The request pipeline's entry, independent of pingora: a request's
+//! [`Plan`] and its [`HttpRequest`] in, exactly one [`HttpResponse`] out:
 //! access rules, dispatch to the route's answer, metrics and the access
 //! log. Every failure
 //! becomes an answer through `Error` (the one status table).
@@ -11,23 +11,23 @@ use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::front::http::{Answer, HttpRequest, HttpResponse};
 use crate::front::pipeline::Pipeline;
+use crate::front::plan::Plan;
 use crate::front::route::Route;
 use crate::trace::TraceContext;
 
 impl Pipeline {
-    /// Classifies and answers one request (method check included).
+    /// Plans and answers one request (method check included).
     pub async fn handle(&self, req: HttpRequest) -> HttpResponse {
-        let Some(route) = Route::classify_target(&req.path, &self.gateway.config().v1.path_prefix)
-        else {
+        let Some(plan) = self.plan(&req.path, &req) else {
             return HttpResponse::error(&Error::route_not_found());
         };
-        self.handle_route(&route, req).await
+        self.handle_planned(&plan, req).await
     }
 
-    /// Answers a request whose route is already known, as one complete
-    /// response (a `/generate_stream` answer is collected).
-    pub async fn handle_route(&self, route: &Route, req: HttpRequest) -> HttpResponse {
-        match self.answer(route, req).await {
+    /// Answers a planned request as one complete response (a
+    /// `/generate_stream` answer is collected).
+    pub async fn handle_planned(&self, plan: &Plan, req: HttpRequest) -> HttpResponse {
+        match self.answer(plan, req).await {
             Answer::Full(response) => response,
             Answer::Streamed(streamed) => streamed.collect().await,
         }
@@ -39,7 +39,8 @@ impl Pipeline {
     /// answer the times and bytes are those up to the first event. The
     /// request is the pipeline's: `/infer` lets go of the body as soon as
     /// it is decoded.
-    pub async fn answer(&self, route: &Route, mut req: HttpRequest) -> Answer {
+    pub async fn answer(&self, plan: &Plan, mut req: HttpRequest) -> Answer {
+        let route = &plan.route;
         let started = std::time::Instant::now();
         let bytes_in = req.body_len() as usize;
         let span = tracing::info_span!(
@@ -52,11 +53,11 @@ impl Pipeline {
             backend = tracing::field::Empty,
             upstream_us = tracing::field::Empty,
         );
-        let trace = TraceContext::from_headers(req.header("traceparent"), req.header("tracestate"))
-            .joined(&span);
+        let (parent, state) = &plan.trace;
+        let trace = TraceContext::from_headers(parent.as_deref(), state.as_deref()).joined(&span);
         let trace_id = trace.trace_id();
         let ctx = RequestContext::traced(trace);
-        let answer = self.answer_route(&ctx, route, &mut req);
+        let answer = self.answer_route(&ctx, plan, &mut req);
         let answer = answer.instrument(span.clone()).await;
         let upstream = ctx.upstream_use();
         let (status, bytes_out) = match &answer {
@@ -129,10 +130,11 @@ impl Pipeline {
     async fn answer_route(
         &self,
         ctx: &RequestContext,
-        route: &Route,
+        plan: &Plan,
         req: &mut HttpRequest,
     ) -> Answer {
-        let credential = bearer(req.header("Authorization"));
+        let route = &plan.route;
+        let credential = bearer(plan.authorization.as_deref());
         let guard = self.gateway.guard();
         let _permit = match guard
             .restricted(
@@ -153,7 +155,7 @@ impl Pipeline {
         if !route.allows(&req.method) {
             return Answer::Full(HttpResponse::error(&Error::method_not_allowed()));
         }
-        match self.dispatch(ctx, route, req).await {
+        match self.dispatch(ctx, plan, req).await {
             Ok(answer) => answer,
             Err(error) => {
                 tracing::debug!(status = error.status(), message = %error.message, "request failed");
@@ -165,14 +167,17 @@ impl Pipeline {
     async fn dispatch(
         &self,
         ctx: &RequestContext,
-        route: &Route,
+        plan: &Plan,
         req: &mut HttpRequest,
     ) -> Result<Answer> {
-        match route {
-            Route::Infer(model) => self.infer(ctx, model, req).await,
-            Route::Generate(model) => self.generate_once(ctx, model, req).await.map(Answer::Full),
-            Route::GenerateStream(model) => self.generate_stream(ctx, model, req).await,
-            _ => self.endpoint(ctx, route, req).await.map(Answer::Full),
+        match &plan.route {
+            Route::Infer(model) => self.infer(ctx, plan, model, req).await,
+            Route::Generate(model) => self
+                .generate_once(ctx, plan, model, req)
+                .await
+                .map(Answer::Full),
+            Route::GenerateStream(model) => self.generate_stream(ctx, plan, model, req).await,
+            route => self.endpoint(ctx, route, req).await.map(Answer::Full),
         }
     }
 }

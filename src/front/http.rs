@@ -7,7 +7,6 @@ use http::Method;
 
 use crate::body::BodyRest;
 use crate::error::Error;
-use crate::front::plan::Plan;
 
 /// The `Via` value of every answer (RFC 9110 §7.6.3): the protocol the
 /// request came in with (h2 or HTTP/1.1; known even when its head was
@@ -41,11 +40,9 @@ pub struct HttpRequest {
     pub body: Bytes,
     /// The client's IP (rate and concurrency limits), when known.
     pub peer: Option<std::net::IpAddr>,
-    /// The rest of a streamed body, still arriving.
+    /// The rest of a streamed body, still arriving (the plan said to
+    /// stream it, and it did not end with its JSON header).
     pub(crate) rest: Option<StreamedRest>,
-    /// The headers the pipeline acts on, read once from `headers` when
-    /// the request is made (`front::plan`).
-    pub(crate) plan: Plan,
 }
 
 /// The part of a streamed body that follows `HttpRequest::body`.
@@ -67,7 +64,6 @@ impl HttpRequest {
         HttpRequest {
             method,
             path: path.into(),
-            plan: Plan::read(&headers),
             headers,
             body,
             peer: None,

@@ -9,8 +9,9 @@ use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::front::http::{too_large, Answer, HttpRequest, HttpResponse, StreamedRest};
 use crate::front::pipeline::Pipeline;
+use crate::front::plan::Plan;
 use crate::front::route::ModelRef;
-use crate::model::{DataType, InferRequest, InputData, ModelInfo, OutputKind, Param};
+use crate::model::{DataType, InferRequest, InputData, ModelInfo, Param};
 use crate::translate::{checks, outputs};
 use crate::wire::{compress, v2_request, v2_response};
 
@@ -18,6 +19,7 @@ impl Pipeline {
     pub(crate) async fn infer(
         &self,
         ctx: &RequestContext,
+        plan: &Plan,
         model: &ModelRef,
         req: &mut HttpRequest,
     ) -> Result<Answer> {
@@ -28,17 +30,18 @@ impl Pipeline {
             ));
         }
         let (mut request, rest) = match req.rest.take() {
-            Some(rest) => self.decode_streamed(model, req, rest).await?,
-            None => (self.decode_whole(model, req, info.as_deref())?, None),
+            Some(rest) => self.decode_streamed(plan, model, req, rest).await?,
+            None => (self.decode_whole(plan, model, req, info.as_deref())?, None),
         };
         // The core's order: requested outputs before the inputs.
         outputs::check_requested(&request, info.as_deref())?;
         checks::classification(&request, info.as_deref())?;
         checks::tensor_sizes(&request, info.as_deref())?;
         self.forward_headers(req, &mut request);
-        let encoding = req.plan.answer_encoding;
-        if let Some(rest) = rest.as_ref().filter(|_| answer_streams(&request, encoding)) {
-            return self.infer_streamed_answer(ctx, request, rest.clone()).await;
+        if let Some(rest) = rest.as_ref().filter(|_| plan.answer_streams(&request)) {
+            return self
+                .infer_streamed_answer(ctx, plan, request, rest.clone())
+                .await;
         }
         let mut response = self
             .gateway
@@ -52,7 +55,9 @@ impl Pipeline {
         // Sent: the answer is made without the input tensors.
         request.inputs = Vec::new();
         let encoded = v2_response::encode(&response, &request)?;
-        Ok(Answer::Full(self.infer_response(encoded, encoding)))
+        Ok(Answer::Full(
+            self.infer_response(encoded, plan.answer_encoding),
+        ))
     }
 
     /// Decodes a body in hand. It goes into the decoder: a JSON body is
@@ -60,16 +65,17 @@ impl Pipeline {
     /// have gone upstream.
     fn decode_whole(
         &self,
+        plan: &Plan,
         model: &ModelRef,
         req: &mut HttpRequest,
         info: Option<&ModelInfo>,
     ) -> Result<InferRequest> {
-        let body = self.decompress(std::mem::take(&mut req.body), req)?;
+        let body = self.decompress(std::mem::take(&mut req.body), plan)?;
         let decoded = v2_request::decode(
             &model.name,
             &model.version,
             body,
-            req.plan.header_length.as_deref(),
+            plan.header_length.as_deref(),
             self.gateway.decode_limits(),
         )?;
         match decoded {
@@ -90,15 +96,12 @@ impl Pipeline {
     /// to its end first and decoded whole.
     async fn decode_streamed(
         &self,
+        plan: &Plan,
         model: &ModelRef,
         req: &mut HttpRequest,
         rest: StreamedRest,
     ) -> Result<(InferRequest, Option<BodyRest>)> {
-        let header_len = req
-            .plan
-            .binary_header_len()
-            .unwrap_or(0)
-            .min(req.body.len());
+        let header_len = plan.binary_header_len().unwrap_or(0).min(req.body.len());
         let in_hand = (req.body.len() - header_len) as u64;
         let request = v2_request::decode_streamed(
             &model.name,
@@ -135,14 +138,13 @@ impl Pipeline {
             .iter()
             .for_each(|chunk| body.extend_from_slice(chunk));
         req.body = body.freeze();
-        Ok((self.decode_whole(model, req, None)?, None))
+        Ok((self.decode_whole(plan, model, req, None)?, None))
     }
 
     /// Request `Content-Encoding` (protocol §4.1): gzip/deflate inflated with
     /// the decompressed-size limit; anything else is 501.
-    fn decompress(&self, body: Bytes, req: &HttpRequest) -> Result<Bytes> {
-        let encoding = req
-            .plan
+    fn decompress(&self, body: Bytes, plan: &Plan) -> Result<Bytes> {
+        let encoding = plan
             .body_encoding
             .map_err(|()| Error::new(Kind::UnsupportedEncoding, "Unsupported compression type"))?;
         if encoding == compress::Encoding::Identity {
@@ -205,20 +207,6 @@ pub(crate) fn sent_error(request: &InferRequest, rest: &BodyRest, error: Error) 
         Some(fault) => body_fault(fault),
         None => error,
     }
-}
-
-/// Whether `request`'s answer may be streamed: every output it asks for
-/// is binary (none in JSON, classified or in shared memory), and the
-/// client accepts it uncompressed.
-fn answer_streams(request: &InferRequest, encoding: compress::Encoding) -> bool {
-    let listed_binary = request
-        .outputs
-        .iter()
-        .all(|o| o.kind == OutputKind::Binary && o.classification == 0);
-    let unlisted_binary = request.unlisted_kind == Some(OutputKind::Binary);
-    listed_binary
-        && (unlisted_binary || !request.outputs.is_empty())
-        && encoding == compress::Encoding::Identity
 }
 
 /// A body whose feed stopped: the session answers the reason it knows (a

@@ -1,5 +1,5 @@
 //! The answer of a streamed `/infer` request whose outputs are all binary
-//! (`infer::answer_streams`): written to the client while the upstream
+//! (`Plan::answer_streams`): written to the client while the upstream
 //! still sends it. The call runs in a task of its own with an answer tap
 //! (`upstream::reply`); its head (the small fields) fixes the status and
 //! the JSON header, whose `binary_data_size`s come from each output's
@@ -21,10 +21,10 @@ use crate::error::{Error, Result};
 use crate::front::http::{Answer, StreamedResponse};
 use crate::front::infer::sent_error;
 use crate::front::pipeline::Pipeline;
+use crate::front::plan::Plan;
 use crate::model::{element_count, InferRequest, InferResponse, OutputKind};
 use crate::translate::{from_grpc, outputs};
 use crate::upstream::reply::{self, ReplyTap, Tapped};
-use crate::wire::compress::Encoding;
 use crate::wire::v2_response;
 
 /// Chunks between the relay and the session: the tap's queue holds the
@@ -37,6 +37,7 @@ impl Pipeline {
     pub(crate) async fn infer_streamed_answer(
         &self,
         ctx: &RequestContext,
+        plan: &Plan,
         mut request: InferRequest,
         rest: BodyRest,
     ) -> Result<Answer> {
@@ -54,17 +55,17 @@ impl Pipeline {
         request.inputs = Vec::new();
         let mut head = from_grpc::model_infer(response.clone(), &request.id);
         let wanted = outputs::requested_mask(&head, &request)?;
-        if let Some(plan) = entry_plan(&head, &request, &wanted).filter(|_| raw_follow) {
+        if let Some(sizes) = entry_sizes(&head, &request, &wanted).filter(|_| raw_follow) {
             let mut wanted = wanted.into_iter();
             head.outputs.retain(|_| wanted.next().unwrap_or(false));
-            return streamed(&head, &request, plan, tapped);
+            return streamed(&head, &request, sizes, tapped);
         }
         let raw = collect(&mut tapped).await?;
         let mut response = from_grpc::model_infer_with_raw(response, raw, &request.id);
         outputs::keep_requested(&mut response, &request)?;
         let encoded = v2_response::encode(&response, &request)?;
         Ok(Answer::Full(
-            self.infer_response(encoded, Encoding::Identity),
+            self.infer_response(encoded, plan.answer_encoding),
         ))
     }
 
@@ -93,7 +94,7 @@ impl Pipeline {
 /// did not ask for, which an upstream like KServe's sends anyway). `None`
 /// altogether unless every output is in raw entries and every wanted one
 /// is binary, of a fixed-size datatype.
-fn entry_plan(
+fn entry_sizes(
     head: &InferResponse,
     request: &InferRequest,
     wanted: &[bool],
@@ -120,10 +121,10 @@ fn entry_plan(
 fn streamed(
     head: &InferResponse,
     request: &InferRequest,
-    plan: Vec<Option<u64>>,
+    entries: Vec<Option<u64>>,
     tapped: mpsc::Receiver<Tapped>,
 ) -> Result<Answer> {
-    let sizes: Vec<u64> = plan.iter().flatten().copied().collect();
+    let sizes: Vec<u64> = entries.iter().flatten().copied().collect();
     let header = v2_response::binary_header(head, request, &sizes)?;
     let total = sizes
         .iter()
@@ -139,7 +140,7 @@ fn streamed(
     let (tx, rx) = mpsc::channel(WRITE_AHEAD);
     // A fresh channel has room for the header.
     let _ = tx.try_send(Bytes::from(header));
-    tokio::spawn(relay(tapped, Walk::new(plan), tx));
+    tokio::spawn(relay(tapped, Walk::new(entries), tx));
     Ok(Answer::Streamed(StreamedResponse {
         status: 200,
         headers,
@@ -150,8 +151,8 @@ fn streamed(
 
 /// Where the relay is among the answer's raw entries.
 struct Walk {
-    plan: Vec<Option<u64>>,
-    /// The next entry's index in `plan`.
+    entries: Vec<Option<u64>>,
+    /// The next entry's index in `entries`.
     next: usize,
     /// Bytes still to come of the current entry.
     left: u64,
@@ -160,27 +161,27 @@ struct Walk {
 }
 
 impl Walk {
-    fn new(plan: Vec<Option<u64>>) -> Walk {
+    fn new(entries: Vec<Option<u64>>) -> Walk {
         Walk {
-            plan,
+            entries,
             next: 0,
             left: 0,
             skipping: false,
         }
     }
 
-    /// An entry of `n` bytes begins: whether it is the one the plan
+    /// An entry of `n` bytes begins: whether it is the one `entries`
     /// expects (a wanted entry must have its declared size).
     fn enter(&mut self, n: u64) -> bool {
-        let Some(&planned) = self.plan.get(self.next).filter(|_| self.left == 0) else {
+        let Some(&expected) = self.entries.get(self.next).filter(|_| self.left == 0) else {
             return false;
         };
-        if planned.is_some_and(|size| size != n) {
+        if expected.is_some_and(|size| size != n) {
             return false;
         }
         self.next += 1;
         self.left = n;
-        self.skipping = planned.is_none();
+        self.skipping = expected.is_none();
         true
     }
 
@@ -192,7 +193,7 @@ impl Walk {
     }
 
     fn done(&self) -> bool {
-        self.next == self.plan.len() && self.left == 0
+        self.next == self.entries.len() && self.left == 0
     }
 }
 

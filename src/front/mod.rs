@@ -1,7 +1,8 @@
 //! The HTTP front, a peer of the gRPC passthrough on top of the core
 //! (`app`): `conn` runs one connection with its deadlines, `session` is
 //! the per-request pingora glue (`request_body` reads bodies, or streams
-//! them), `route` classifies, `plan` reads the headers it acts on once, `pipeline` holds the core for the HTTP
+//! them), `route` classifies, `plan` makes each request's plan once
+//! (route, headers, body, answer), `pipeline` holds the core for the HTTP
 //! methods of `handler` (+ `infer`, `infer_answer`, `endpoints`,
 //! `generate`), which answer; `admin` serves the admin listener; `v1`
 //! serves the legacy v1 HTTP API.
@@ -15,7 +16,7 @@ pub mod http;
 pub(crate) mod infer;
 pub(crate) mod infer_answer;
 pub(crate) mod pipeline;
-pub(crate) mod plan;
+pub mod plan;
 pub(crate) mod request_body;
 pub mod route;
 pub(crate) mod session;

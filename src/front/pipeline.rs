@@ -6,6 +6,9 @@
 use std::sync::Arc;
 
 use crate::app::Gateway;
+use crate::front::http::HttpRequest;
+use crate::front::plan::Plan;
+use crate::front::route::Route;
 
 /// The HTTP pipeline over the core: every HTTP route answered with the
 /// gateway's state and upstream (`session` runs it for pingora; tests and
@@ -18,6 +21,15 @@ pub struct Pipeline {
 impl Pipeline {
     pub fn new(gateway: Arc<Gateway>) -> Pipeline {
         Pipeline { gateway }
+    }
+
+    /// The plan of `req` for its raw `target` (path and query: the v1
+    /// API reads its format there); `None` when no route has that path
+    /// (404).
+    pub fn plan(&self, target: &str, req: &HttpRequest) -> Option<Plan> {
+        let config = self.gateway.config();
+        let route = Route::classify_target(target, &config.v1.path_prefix)?;
+        Some(Plan::new(route, &req.method, &req.headers, &config.limits))
     }
 
     /// The core it answers with.

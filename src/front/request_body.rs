@@ -1,5 +1,5 @@
 //! Reading a request body within its limits: whole, or (a binary `/infer`
-//! body of [`STREAM_FROM`] bytes or more, or chunked) its head up to the
+//! body of `body::STREAM_FROM` bytes or more, or chunked: `front::plan`) its head up to the
 //! JSON header, the rest then read by [`pump`] into the queue that streams
 //! it upstream (`body.rs`). The body-size and chunk-count limits, the
 //! body deadline and `100-continue` apply to both; `session` runs the
@@ -13,8 +13,7 @@ use crate::body::BodyFeed;
 use crate::config::Limits;
 use crate::error::{Error, Kind};
 use crate::front::http::too_large;
-use crate::front::plan::Plan;
-use crate::front::route::Route;
+use crate::front::plan::{Body, Plan};
 
 /// Why a body could not be read in full.
 pub(super) enum BodyError {
@@ -24,16 +23,20 @@ pub(super) enum BodyError {
     Gone,
 }
 
-/// Reads the whole body into one buffer sized from `Content-Length`,
-/// enforcing the body-size and chunk-count limits as it goes; with
-/// `stop_at`, only until that many bytes are in (the JSON header of a
-/// body to stream), unless the body ends first.
+/// Reads the body as `plan` says: whole, into one buffer sized from
+/// `Content-Length`, or, of a body to stream, only until its JSON header
+/// is in, unless the body ends first; the body-size and chunk-count
+/// limits are enforced as it goes.
 pub(super) async fn read_body(
     session: &mut ServerSession,
-    stop_at: Option<usize>,
+    plan: &Plan,
     limits: &Limits,
 ) -> Result<Read, BodyError> {
-    let declared = declared_length(session);
+    let declared = plan.declared_length;
+    let stop_at = match plan.body {
+        Body::Whole => None,
+        Body::Streamed { header_len } => Some(header_len),
+    };
     let counted = Counted {
         declared,
         streamed: stop_at.is_some(),
@@ -42,12 +45,7 @@ pub(super) async fn read_body(
     if let Some(n) = declared {
         counted.check(n, limits)?;
     }
-    let expects_continue = session
-        .req_header()
-        .headers
-        .get(http::header::EXPECT)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-    if expects_continue {
+    if plan.expects_continue {
         session
             .write_continue_response()
             .await
@@ -76,34 +74,6 @@ pub(super) async fn read_body(
     Ok(Read::Whole(body.freeze()))
 }
 
-/// A POST to `/infer` whose body is streamed: the length of its JSON
-/// header. Streamed are bodies with a binary tail
-/// (`Inference-Header-Content-Length` above 0, within the JSON size
-/// limit), not compressed, of [`STREAM_FROM`] bytes or more, or of a
-/// length not declared (chunked). Other bodies are read whole.
-pub(super) fn streams_from(
-    route: &Route,
-    plan: &Plan,
-    session: &ServerSession,
-    limits: &Limits,
-) -> Option<usize> {
-    let head = session.req_header();
-    if !matches!(route, Route::Infer(_)) || head.method != http::Method::POST {
-        return None;
-    }
-    if !plan.body_identity() {
-        return None;
-    }
-    let header_len = plan.binary_header_len()?;
-    if header_len > limits.max_input_size {
-        return None;
-    }
-    match declared_length(session) {
-        Some(n) if n < STREAM_FROM || n < header_len as u64 => None,
-        _ => Some(header_len),
-    }
-}
-
 /// A body read failure: malformed framing (bad chunk sizes, extensions or
 /// trailers) is the client's mistake and gets a 400; anything else means
 /// the connection broke or closed.
@@ -122,9 +92,6 @@ fn body_error(e: &PingoraError) -> BodyError {
         _ => BodyError::Gone,
     }
 }
-
-/// Where streaming starts, and why there (`body::STREAM_FROM`).
-pub(super) use crate::body::STREAM_FROM;
 
 /// What [`read_body`] read.
 pub(super) enum Read {
@@ -214,16 +181,7 @@ pub(super) async fn pump(
     }
 }
 
-/// `Content-Length`, when the client sent one that parses.
-fn declared_length(session: &ServerSession) -> Option<u64> {
-    session
-        .req_header()
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-}
-
+/// The refusal of a body that did not arrive within `limit`.
 pub(super) fn slow_body(limit: std::time::Duration) -> BodyError {
     BodyError::Refused(Error::new(
         Kind::RequestTimeout,

@@ -19,9 +19,8 @@ use crate::body;
 use crate::error::{Error, Kind};
 use crate::front::http::{via, Answer, HttpRequest, HttpResponse, StreamedResponse, StreamedRest};
 use crate::front::pipeline::Pipeline;
-use crate::front::request_body::{
-    pump, read_body, slow_body, streams_from, BodyError, Counted, Read,
-};
+use crate::front::plan::Plan;
+use crate::front::request_body::{pump, read_body, slow_body, BodyError, Counted, Read};
 use crate::front::route::Route;
 
 /// Answers the gateway's routes (every route is answered here; nothing is
@@ -69,22 +68,24 @@ impl GatewayService {
                 (name, Bytes::copy_from_slice(value.as_bytes()))
             })
             .collect();
-        // The plan (headers read once) before the body: it says whether
-        // the body streams.
+        // The plan (route and headers, read once) before the body: it
+        // says whether the body streams.
         let mut request = HttpRequest::new(method, path, headers, Bytes::new());
-        let v1_prefix = &self.gateway().config().v1.path_prefix;
-        let Some(route) = Route::classify_target(&target, v1_prefix) else {
+        let Some(plan) = self.pipeline.plan(&target, &request) else {
             let refusal = HttpResponse::error(&Error::route_not_found());
             return self.write_now(session, refusal, true, shutdown).await;
         };
-        let body_timeout = self.gateway().config().limits.body_timeout();
-        let deadline = tokio::time::Instant::now() + body_timeout;
         let limits = &self.gateway().config().limits;
-        let header_len = streams_from(&route, &request.plan, session, limits);
-        let read = tokio::time::timeout_at(deadline, read_body(session, header_len, limits)).await;
+        let body_timeout = limits.body_timeout();
+        let deadline = tokio::time::Instant::now() + body_timeout;
+        let read = tokio::time::timeout_at(deadline, read_body(session, &plan, limits)).await;
         let read = match read.unwrap_or_else(|_| Err(slow_body(body_timeout))) {
             Ok(read) => read,
-            Err(error) => return self.body_failed(session, &route, error, shutdown).await,
+            Err(error) => {
+                return self
+                    .body_failed(session, &plan.route, error, shutdown)
+                    .await
+            }
         };
         let peer = session
             .client_addr()
@@ -98,17 +99,17 @@ impl GatewayService {
         request.peer = peer;
         if let Some(counted) = head {
             return self
-                .stream_body(session, &route, request, counted, deadline, shutdown)
+                .stream_body(session, &plan, request, counted, deadline, shutdown)
                 .await;
         }
-        if !route.is_generate() {
-            let response = self.pipeline.handle_route(&route, request).await;
+        if !plan.route.is_generate() {
+            let response = self.pipeline.handle_planned(&plan, request).await;
             return self.write_now(session, response, false, shutdown).await;
         }
         // A generation may take long before its first response: a client
         // that goes away meanwhile drops the pipeline, cancelling upstream.
         let answer = tokio::select! {
-            answer = self.pipeline.answer(&route, request) => answer,
+            answer = self.pipeline.answer(&plan, request) => answer,
             _ = session.read_body_or_idle(true) => {
                 client_gone(session);
                 return Ok(());
@@ -145,7 +146,7 @@ impl GatewayService {
     async fn stream_body(
         &self,
         session: &mut ServerSession,
-        route: &Route,
+        plan: &Plan,
         mut request: HttpRequest,
         counted: Counted,
         deadline: tokio::time::Instant,
@@ -158,7 +159,7 @@ impl GatewayService {
         request.rest = Some(StreamedRest { rest, len });
         let limits = &self.gateway().config().limits;
         let outcome = {
-            let pipeline = self.pipeline.answer(route, request);
+            let pipeline = self.pipeline.answer(plan, request);
             let pump = pump(session, feed, counted, limits, deadline);
             tokio::pin!(pipeline, pump);
             tokio::select! {
@@ -185,7 +186,10 @@ impl GatewayService {
                 }
                 self.stream(session, streamed, shutdown).await
             }
-            Err(error) => self.body_failed(session, route, error, shutdown).await,
+            Err(error) => {
+                self.body_failed(session, &plan.route, error, shutdown)
+                    .await
+            }
         }
     }
 

@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use tensorgate::front::http::{Answer, HttpRequest};
-use tensorgate::front::route::Route;
 use tensorgate::Pipeline;
 use tensorgate_demo::DemoUpstream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -152,11 +151,9 @@ async fn a_slow_reader_holds_the_upstream_back() {
         Vec::new(),
         r#"{"INPUT0":1000000,"delay_ms":0}"#.into(),
     );
-    let route = Route::classify(&request.path).expect("route");
-    let Answer::Streamed(mut streamed) = Pipeline::new(h.gateway.clone())
-        .answer(&route, request)
-        .await
-    else {
+    let pipeline = Pipeline::new(h.gateway.clone());
+    let plan = pipeline.plan(&request.path, &request).expect("a route");
+    let Answer::Streamed(mut streamed) = pipeline.answer(&plan, request).await else {
         panic!("a streamed answer");
     };
     streamed.body.recv().await.expect("first event");

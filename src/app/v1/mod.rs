@@ -53,11 +53,11 @@ impl Gateway {
                 "v1 inference doesn't support models with decoupled transaction policy",
             ));
         }
-        let (request, plan) =
+        let (request, wanted) =
             request::infer_request(&model.name, &model.version, header, &info, data)?;
         checks::classification(&request, Some(&info))?;
         checks::tensor_sizes(&request, Some(&info))?;
         let result = self.v1_model_infer(ctx, &request).await?;
-        response::infer_response(&result, &plan, &model.version)
+        response::infer_response(&result, &wanted, &model.version)
     }
 }

@@ -14,19 +14,20 @@ use crate::model::{
 use crate::proto::v1::{infer_request_header, InferRequestHeader, InferSharedMemory};
 use crate::wire::v1::body::{self, Extent};
 
-/// What the response needs to know about the request.
+/// What the client wants back: what the answer needs to know about the
+/// request.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub struct Wanted {
     pub id: u64,
     pub batch_size: u32,
     /// Whether tensors carry a leading batch dimension upstream.
     pub batching: bool,
     /// Outputs in request order (the order of the answer).
-    pub outputs: Vec<PlannedOutput>,
+    pub outputs: Vec<WantedOutput>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct PlannedOutput {
+pub struct WantedOutput {
     pub name: String,
     /// Top-K classes; 0 = the raw tensor.
     pub classes: u32,
@@ -36,14 +37,14 @@ pub struct PlannedOutput {
 const FLAG_START: u32 = 1;
 const FLAG_END: u32 = 2;
 
-/// Builds the request and its plan; `version` is the URL's (empty = latest).
+/// Builds the request and what its answer must hold; `version` is the URL's (empty = latest).
 pub fn infer_request(
     model: &str,
     version: &str,
     header: &InferRequestHeader,
     info: &ModelInfo,
     data: &Bytes,
-) -> Result<(InferRequest, Plan)> {
+) -> Result<(InferRequest, Wanted)> {
     let batching = info.max_batch_size > 0;
     let batch = batch_size(header.batch_size, info, model)?;
     let mut specs = Vec::with_capacity(header.input.len());
@@ -73,21 +74,21 @@ pub fn infer_request(
             header.input.len()
         )));
     }
-    let mut planned = Vec::with_capacity(specs.len());
+    let mut layouts = Vec::with_capacity(specs.len());
     for (input, spec) in header.input.iter().zip(&specs) {
-        planned.push(plan_input(input, spec, batch, model)?);
+        layouts.push(input_layout(input, spec, batch, model)?);
     }
     let extents: Vec<(&str, Extent)> = header
         .input
         .iter()
-        .zip(&planned)
+        .zip(&layouts)
         .map(|(input, p)| (input.name.as_str(), p.2))
         .collect();
     let slices = body::split(data, model, &extents)?;
     let inputs = header
         .input
         .iter()
-        .zip(planned)
+        .zip(layouts)
         .zip(slices)
         .map(|((input, (dtype, dims, _)), slice)| {
             let mut shape = Vec::with_capacity(dims.len() + 1);
@@ -107,7 +108,7 @@ pub fn infer_request(
             }
         })
         .collect();
-    let (outputs, plan_outputs) = outputs(header, info, model)?;
+    let (outputs, wanted_outputs) = outputs(header, info, model)?;
     let request = InferRequest {
         model_name: model.to_string(),
         model_version: version.to_string(),
@@ -120,13 +121,13 @@ pub fn infer_request(
         outputs,
         unlisted_kind: None,
     };
-    let plan = Plan {
+    let wanted = Wanted {
         id: header.id,
         batch_size: batch,
         batching,
-        outputs: plan_outputs,
+        outputs: wanted_outputs,
     };
-    Ok((request, plan))
+    Ok((request, wanted))
 }
 
 fn batch_size(batch: u32, info: &ModelInfo, model: &str) -> Result<u32> {
@@ -150,7 +151,7 @@ fn batch_size(batch: u32, info: &ModelInfo, model: &str) -> Result<u32> {
 }
 
 /// Datatype, dims of one batch entry, and body extent of one input.
-fn plan_input(
+fn input_layout(
     input: &infer_request_header::Input,
     spec: &TensorInfo,
     batch: u32,
@@ -228,9 +229,9 @@ fn outputs(
     header: &InferRequestHeader,
     info: &ModelInfo,
     model: &str,
-) -> Result<(Vec<RequestedOutput>, Vec<PlannedOutput>)> {
+) -> Result<(Vec<RequestedOutput>, Vec<WantedOutput>)> {
     let mut requested = Vec::with_capacity(header.output.len());
-    let mut planned = Vec::with_capacity(header.output.len());
+    let mut wanted = Vec::with_capacity(header.output.len());
     for (i, output) in header.output.iter().enumerate() {
         let name = &output.name;
         if info.output(name).is_none() {
@@ -256,7 +257,7 @@ fn outputs(
             .shared_memory
             .as_ref()
             .map(|s| shared_memory(Some(s)));
-        planned.push(PlannedOutput {
+        wanted.push(WantedOutput {
             name: name.clone(),
             classes,
             shared_memory: shared_memory.is_some(),
@@ -268,7 +269,7 @@ fn outputs(
             shared_memory,
         });
     }
-    Ok((requested, planned))
+    Ok((requested, wanted))
 }
 
 fn shared_memory(shm: Option<&InferSharedMemory>) -> SharedMemory {
@@ -350,7 +351,7 @@ mod tests {
         }
     }
 
-    fn build(header: &str, body: Vec<u8>) -> Result<(InferRequest, Plan)> {
+    fn build(header: &str, body: Vec<u8>) -> Result<(InferRequest, Wanted)> {
         let header = parse::<InferRequestHeader>(header.as_bytes()).expect("header parses");
         infer_request("simple", "", &header, &simple(), &Bytes::from(body))
     }
@@ -363,7 +364,7 @@ mod tests {
         let header = format!(
             r#"batch_size: 2 {TWO_IN} output {{ name: "OUTPUT1" }} output {{ name: "OUTPUT0" cls {{ count: 3 }} }} correlation_id: 42 flags: 3 id: 9"#
         );
-        let (request, plan) = build(&header, body.clone()).expect("valid");
+        let (request, wanted) = build(&header, body.clone()).expect("valid");
         assert_eq!(request.inputs[0].shape, [2, 16]);
         assert_eq!(request.inputs[0].datatype, DataType::Int32);
         assert_eq!(
@@ -380,8 +381,11 @@ mod tests {
             ]
         );
         assert_eq!(request.outputs[1].classification, 3);
-        assert_eq!(plan.outputs[0].name, "OUTPUT1");
-        assert_eq!((plan.batch_size, plan.batching, plan.id), (2, true, 9));
+        assert_eq!(wanted.outputs[0].name, "OUTPUT1");
+        assert_eq!(
+            (wanted.batch_size, wanted.batching, wanted.id),
+            (2, true, 9)
+        );
     }
 
     #[test]

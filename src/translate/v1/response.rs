@@ -8,7 +8,7 @@
 
 use bytes::Bytes;
 
-use super::request::{Plan, PlannedOutput};
+use super::request::{Wanted, WantedOutput};
 use crate::error::{Error, Result};
 use crate::model::{DataType, InferResponse, OutputTensor};
 use crate::proto::v1::infer_response_header::{output, Output};
@@ -20,35 +20,32 @@ use crate::wire::tensor::bytes_elements;
 /// as TRTIS's gRPC `raw_output` (the 1.11 client indexes it by position).
 pub(crate) fn infer_response(
     response: &InferResponse,
-    plan: &Plan,
+    wanted: &Wanted,
     requested_version: &str,
 ) -> Result<(InferResponseHeader, Vec<Bytes>)> {
     let mut raw = Vec::new();
-    let mut outputs = Vec::with_capacity(plan.outputs.len());
-    for planned in &plan.outputs {
+    let mut outputs = Vec::with_capacity(wanted.outputs.len());
+    for asked in &wanted.outputs {
         let tensor = response
             .outputs
             .iter()
-            .find(|o| o.name == planned.name)
+            .find(|o| o.name == asked.name)
             .ok_or_else(|| {
-                Error::internal(format!(
-                    "the upstream returned no output '{}'",
-                    planned.name
-                ))
+                Error::internal(format!("the upstream returned no output '{}'", asked.name))
             })?;
         let mut output = Output {
-            name: planned.name.clone(),
+            name: asked.name.clone(),
             ..Default::default()
         };
-        if planned.classes == 0 {
-            output.raw = Some(raw_info(tensor, planned, plan.batching));
-            raw.push(if planned.shared_memory {
+        if asked.classes == 0 {
+            output.raw = Some(raw_info(tensor, asked, wanted.batching));
+            raw.push(if asked.shared_memory {
                 Bytes::new()
             } else {
                 tensor.data.clone()
             });
         } else {
-            output.batch_classes = classes(tensor, planned.classes, plan)?;
+            output.batch_classes = classes(tensor, asked.classes, wanted)?;
             raw.push(Bytes::new());
         }
         outputs.push(output);
@@ -59,21 +56,21 @@ pub(crate) fn infer_response(
         .or_else(|_| requested_version.parse())
         .unwrap_or(0);
     let header = InferResponseHeader {
-        id: plan.id,
+        id: wanted.id,
         model_name: response.model_name.clone(),
         model_version: version,
-        batch_size: plan.batch_size,
+        batch_size: wanted.batch_size,
         output: outputs,
     };
     Ok((header, raw))
 }
 
-fn raw_info(tensor: &OutputTensor, planned: &PlannedOutput, batching: bool) -> output::Raw {
+fn raw_info(tensor: &OutputTensor, asked: &WantedOutput, batching: bool) -> output::Raw {
     let dims = match tensor.shape.split_first() {
         Some((_, rest)) if batching => rest.to_vec(),
         _ => tensor.shape.clone(),
     };
-    let batch_byte_size = if planned.shared_memory {
+    let batch_byte_size = if asked.shared_memory {
         tensor
             .datatype
             .known()
@@ -95,9 +92,9 @@ fn raw_info(tensor: &OutputTensor, planned: &PlannedOutput, batching: bool) -> o
 }
 
 /// One `Classes` per batch entry.
-fn classes(tensor: &OutputTensor, k: u32, plan: &Plan) -> Result<Vec<output::Classes>> {
-    let entries = if plan.batching {
-        plan.batch_size as usize
+fn classes(tensor: &OutputTensor, k: u32, wanted: &Wanted) -> Result<Vec<output::Classes>> {
+    let entries = if wanted.batching {
+        wanted.batch_size as usize
     } else {
         1
     };
@@ -208,14 +205,14 @@ mod tests {
     use super::*;
     use crate::model::DeclaredType;
 
-    fn plan(batch_size: u32, outputs: &[(&str, u32)]) -> Plan {
-        Plan {
+    fn wanted(batch_size: u32, outputs: &[(&str, u32)]) -> Wanted {
+        Wanted {
             id: 0,
             batch_size,
             batching: true,
             outputs: outputs
                 .iter()
-                .map(|(name, classes)| PlannedOutput {
+                .map(|(name, classes)| WantedOutput {
                     name: name.to_string(),
                     classes: *classes,
                     shared_memory: false,
@@ -268,7 +265,7 @@ mod tests {
             ..Default::default()
         };
         let (header, raw) =
-            infer_response(&response, &plan(2, &[("R", 0), ("C", 1)]), "").expect("ok");
+            infer_response(&response, &wanted(2, &[("R", 0), ("C", 1)]), "").expect("ok");
         assert_eq!((header.batch_size, header.model_version), (2, 1));
         assert_eq!(header.output[0].name, "R");
         assert_eq!(
@@ -302,7 +299,7 @@ mod tests {
             outputs: vec![tensor("C", "FP32", &[2, 3], data)],
             ..Default::default()
         };
-        let (header, raw) = infer_response(&response, &plan(2, &[("C", 2)]), "4").expect("ok");
+        let (header, raw) = infer_response(&response, &wanted(2, &[("C", 2)]), "4").expect("ok");
         assert_eq!(raw, [Bytes::new()]);
         assert_eq!(header.model_version, 4);
         assert_eq!(
@@ -324,9 +321,9 @@ mod tests {
             outputs: vec![tensor("C", "BYTES", &[1], framed(&["x:y"]))],
             ..Default::default()
         };
-        let e = infer_response(&response, &plan(1, &[("R", 0)]), "").expect_err("missing");
+        let e = infer_response(&response, &wanted(1, &[("R", 0)]), "").expect_err("missing");
         assert_eq!(e.message, "the upstream returned no output 'R'");
-        let e = infer_response(&response, &plan(1, &[("C", 1)]), "").expect_err("malformed");
+        let e = infer_response(&response, &wanted(1, &[("C", 1)]), "").expect_err("malformed");
         assert_eq!(
             e.message,
             "the upstream's classification of output 'C' is malformed: x:y"
