@@ -17,6 +17,7 @@ use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::proto::inference as pb;
+use crate::upstream::call::CallSpec;
 use crate::upstream::{health, Client, Lease, Pool, Target};
 
 #[derive(Clone)]
@@ -107,12 +108,16 @@ async fn one(
     control: &Control,
     options: &CallOptions,
 ) -> Result<Placed> {
-    let target = Target {
-        model: Some(model),
-        sequence: None,
+    let spec = CallSpec {
+        target: Target {
+            model: Some(model),
+            sequence: None,
+        },
+        deadline: options.deadline,
+        optional: None,
     };
-    pool.call(ctx, &target, options.deadline, |client, timeout| {
-        control.send(client, timeout, &options.metadata)
+    pool.call(ctx, &spec, |lease, timeout| {
+        control.send(lease.client(), timeout, &options.metadata)
     })
     .await?;
     Ok(Placed { backends: None })
@@ -162,8 +167,8 @@ async fn control_one(
 ) -> Outcome {
     let deadline = pool.deadline(options.deadline);
     let result = pool
-        .call_on(&ctx, &lease, deadline, &|client, timeout| {
-            control.send(client, timeout, &options.metadata)
+        .call_on(&ctx, &lease, deadline, |lease, timeout| {
+            control.send(lease.client(), timeout, &options.metadata)
         })
         .await
         .map(drop);

@@ -19,8 +19,11 @@ use crate::proto::inference::ModelInferResponse;
 use crate::translate::from_grpc::stream::Replies;
 use crate::translate::sequence::request_sequence_key;
 use crate::translate::{from_grpc, to_grpc};
+use crate::upstream::call::{self, Attempt};
+use crate::upstream::encoded::EncodedInfer;
 use crate::upstream::reply::ReplyTap;
-use crate::upstream::{call, Client, Lease, Target};
+use crate::upstream::rpc::unary;
+use crate::upstream::{Lease, Target};
 
 /// One `ModelInfer` (or `ModelStreamInfer`) call of a checked request.
 pub(crate) struct InferCall<'r> {
@@ -117,15 +120,16 @@ impl Gateway {
             message,
             streamed,
         } = call;
-        let target = target(&model, &sequence);
         let pool = self.pool();
-        match streamed {
-            None => pool.model_infer(ctx, &target, message).await,
+        let encoded = match streamed {
+            None => EncodedInfer::new(message, pool.settings().max_message_bytes),
+            // Not held, so only gRPC's own 4 GiB bounds it (and the
+            // upstream's maximum, with its own error).
             Some(Streamed { rest, sizes, tap }) => {
-                pool.model_infer_streamed(ctx, &target, message, &sizes, rest, tap)
-                    .await
+                EncodedInfer::streamed(message, usize::MAX, &sizes, rest).map(|e| e.tapped(tap))
             }
-        }
+        };
+        unary(pool, ctx, target(&model, &sequence), encoded).await
     }
 
     /// `ModelStreamInfer` with the one request, half-closed after it; the
@@ -143,22 +147,16 @@ impl Gateway {
         let call = InferCall::new(request, None);
         let lease = pool.pick(&target(&call.model, &call.sequence), &[])?;
         let timeout = self.config().generate.stream_timeout();
-        let open = |mut client: Client, timeout| {
-            let message = call.message.clone();
-            async move {
-                client
-                    .model_stream_infer(call::request(
-                        tokio_stream::once(message),
-                        timeout,
-                        ctx.trace(),
-                    ))
-                    .await
-            }
+        let open = |lease: &Lease, timeout| {
+            let mut client = lease.client();
+            let message = tokio_stream::once(call.message.clone());
+            let request = call::request(message, timeout, ctx.trace());
+            async move { client.model_stream_infer(request).await }
         };
         let stream = pool
-            .call_on(ctx, &lease, timeout, &open)
+            .call_on(ctx, &lease, timeout, open)
             .await
-            .map_err(call::Attempt::into_error)?;
+            .map_err(Attempt::into_error)?;
         Ok((lease, Replies::new(stream, request.id.clone())))
     }
 }

@@ -8,7 +8,7 @@ use crate::context::RequestContext;
 use crate::error::{Kind, Result};
 use crate::model::{ModelInfo, ModelRef};
 use crate::translate::from_grpc;
-use crate::upstream::call::rpc;
+use crate::upstream::rpc::unary;
 use crate::upstream::Target;
 
 impl Gateway {
@@ -33,14 +33,14 @@ impl Gateway {
             name: model.name.clone(),
             version: model.version.clone(),
         };
-        let info = match rpc!(self.pool(), ctx, target, model_config, request) {
+        let info = match unary(self.pool(), ctx, target, request).await {
             Ok(r) => from_grpc::model_info_from_config(r.config.unwrap_or_default()),
             Err(e) if e.kind == Kind::MissingRpc => {
                 let request = crate::proto::inference::ModelMetadataRequest {
                     name: model.name.clone(),
                     version: model.version.clone(),
                 };
-                match rpc!(self.pool(), ctx, target, model_metadata, request) {
+                match unary(self.pool(), ctx, target, request).await {
                     Ok(r) => from_grpc::model_info_from_metadata(r),
                     Err(e) if e.kind == Kind::MissingRpc => return Ok(None),
                     Err(e) => return Err(e),

@@ -10,7 +10,7 @@ use crate::front::pipeline::Pipeline;
 use crate::front::route::{Route, ShmAction};
 use crate::translate::from_grpc::{endpoints as render, model_config};
 use crate::translate::to_grpc::endpoints as req_pb;
-use crate::upstream::call::rpc;
+use crate::upstream::rpc::unary;
 use crate::upstream::Target;
 use http::Method;
 
@@ -44,13 +44,13 @@ impl Pipeline {
             Route::HealthLive => Ok(self.health("live", true)),
             Route::HealthReady => Ok(self.health("ready", self.gateway.ready().await)),
             Route::ModelReady(m) => {
-                let r = rpc!(
+                let r = unary(
                     pool,
                     ctx,
                     model(&m.name),
-                    model_ready,
-                    req_pb::model_ready(&m.name, &m.version)
-                )?;
+                    req_pb::model_ready(&m.name, &m.version),
+                )
+                .await?;
                 if r.ready {
                     Ok(HttpResponse::empty(200, "text/plain"))
                 } else {
@@ -58,29 +58,29 @@ impl Pipeline {
                 }
             }
             Route::ServerMetadata => {
-                let r = rpc!(pool, ctx, ANY, server_metadata, req_pb::server_metadata())?;
+                let r = unary(pool, ctx, ANY, req_pb::server_metadata()).await?;
                 json(render::server_metadata_json(
                     &self.gateway.server_metadata(r, Front::Http),
                 ))
             }
             Route::ModelMetadata(m) => {
-                let r = rpc!(
+                let r = unary(
                     pool,
                     ctx,
                     model(&m.name),
-                    model_metadata,
-                    req_pb::model_metadata(&m.name, &m.version)
-                );
+                    req_pb::model_metadata(&m.name, &m.version),
+                )
+                .await;
                 rendered(r, render::model_metadata_json)
             }
             Route::ModelConfig(m) => {
-                let r = rpc!(
+                let r = unary(
                     pool,
                     ctx,
                     model(&m.name),
-                    model_config,
-                    req_pb::model_config(&m.name, &m.version)
-                );
+                    req_pb::model_config(&m.name, &m.version),
+                )
+                .await;
                 rendered(r, model_config::model_config_response_json)
             }
             Route::ModelStats(m) => {
@@ -88,23 +88,11 @@ impl Pipeline {
                     .as_ref()
                     .map_or(("", ""), |m| (&m.name[..], &m.version[..]));
                 let target = if name.is_empty() { ANY } else { model(name) };
-                let r = rpc!(
-                    pool,
-                    ctx,
-                    target,
-                    model_statistics,
-                    req_pb::model_statistics(name, version)
-                );
+                let r = unary(pool, ctx, target, req_pb::model_statistics(name, version)).await;
                 rendered(r, render::model_statistics_json)
             }
             Route::RepositoryIndex => {
-                let r = rpc!(
-                    pool,
-                    ctx,
-                    ANY,
-                    repository_index,
-                    req_pb::repository_index(body)?
-                );
+                let r = unary(pool, ctx, ANY, req_pb::repository_index(body)?).await;
                 rendered(r, render::repository_index_json)
             }
             Route::RepositoryLoad { model, repository } => {
@@ -123,28 +111,16 @@ impl Pipeline {
                 let region = region.as_deref().unwrap_or("");
                 match action {
                     ShmAction::Status => {
-                        let r = rpc!(
-                            pool,
-                            ctx,
-                            ANY,
-                            system_shared_memory_status,
-                            req_pb::system_shm_status(region)
-                        );
+                        let r = unary(pool, ctx, ANY, req_pb::system_shm_status(region)).await;
                         rendered(r, render::system_shm_status_json)
                     }
                     ShmAction::Register => {
                         let request = req_pb::system_shm_register(region, body)?;
-                        done(rpc!(pool, ctx, ANY, system_shared_memory_register, request))
+                        done(unary(pool, ctx, ANY, request).await)
                     }
                     ShmAction::Unregister => {
                         let request = req_pb::system_shm_unregister(region);
-                        done(rpc!(
-                            pool,
-                            ctx,
-                            ANY,
-                            system_shared_memory_unregister,
-                            request
-                        ))
+                        done(unary(pool, ctx, ANY, request).await)
                     }
                 }
             }
@@ -152,22 +128,16 @@ impl Pipeline {
                 let region = region.as_deref().unwrap_or("");
                 match action {
                     ShmAction::Status => {
-                        let r = rpc!(
-                            pool,
-                            ctx,
-                            ANY,
-                            cuda_shared_memory_status,
-                            req_pb::cuda_shm_status(region)
-                        );
+                        let r = unary(pool, ctx, ANY, req_pb::cuda_shm_status(region)).await;
                         rendered(r, render::cuda_shm_status_json)
                     }
                     ShmAction::Register => {
                         let request = req_pb::cuda_shm_register(region, body)?;
-                        done(rpc!(pool, ctx, ANY, cuda_shared_memory_register, request))
+                        done(unary(pool, ctx, ANY, request).await)
                     }
                     ShmAction::Unregister => {
                         let request = req_pb::cuda_shm_unregister(region);
-                        done(rpc!(pool, ctx, ANY, cuda_shared_memory_unregister, request))
+                        done(unary(pool, ctx, ANY, request).await)
                     }
                 }
             }
@@ -179,7 +149,7 @@ impl Pipeline {
                     req_pb::trace_setting_get(model)
                 };
                 rendered(
-                    rpc!(pool, ctx, ANY, trace_setting, request),
+                    unary(pool, ctx, ANY, request).await,
                     render::trace_settings_json,
                 )
             }
@@ -194,7 +164,7 @@ impl Pipeline {
                 let applied = if request.settings.is_empty() && error.is_some() {
                     None
                 } else {
-                    Some(rpc!(pool, ctx, ANY, log_settings, request)?)
+                    Some(unary(pool, ctx, ANY, request).await?)
                 };
                 if let Some(error) = error {
                     return Err(error);

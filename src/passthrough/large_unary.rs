@@ -46,7 +46,7 @@ use crate::error::{Error, Kind};
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
 use crate::proto::inference::ModelInferRequest;
 use crate::translate::sequence::sequence_key;
-use crate::upstream::call::failure_text;
+use crate::upstream::call::{failure_text, CallSpec};
 use crate::upstream::encoded::EncodedInfer;
 use crate::upstream::raw::RawReply;
 use crate::upstream::Target;
@@ -254,8 +254,10 @@ impl http_body::Body for Replayed {
 
 /// Relays a large call: admitted as the generated service would admit it,
 /// its size against `limits.max_streamed_body_size`, then sent through
-/// [`crate::upstream::Pool::call_raw`] while a pump feeds the rest of the
-/// body in.
+/// the pool as a raw call (`upstream::raw`) while a pump feeds the rest of
+/// the body in. Like every call, an attempt that never reached its backend
+/// is retried elsewhere — and, for this streamed message, only when it
+/// took nothing of the body (`body::Reader`).
 async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
     let Large {
         parts,
@@ -285,17 +287,21 @@ async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
         model: Some(&leading.model_name),
         sequence: sequence.as_deref(),
     };
+    let spec = CallSpec {
+        target,
+        deadline: metadata::deadline(&client_metadata),
+        optional: None,
+    };
+    let forwarded = metadata::forwarded(&client_metadata);
     let ctx = RequestContext::untraced();
     let answer = gateway
         .pool()
-        .call_raw(
-            &ctx,
-            &target,
-            metadata::deadline(&client_metadata),
-            MODEL_INFER,
-            &metadata::forwarded(&client_metadata),
-            &message,
-        )
+        .call(&ctx, &spec, |lease, timeout| {
+            let message = message.clone();
+            lease
+                .raw()
+                .call(MODEL_INFER, forwarded.clone(), timeout, message)
+        })
         .await;
     match answer {
         Ok(answer) => relayed(answer, (permit, inflight)),

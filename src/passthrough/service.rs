@@ -14,7 +14,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::auth::admit_grpc;
 use super::metadata;
 use super::stream_infer::ResponseStream;
-use super::unary::{relay, unary, Aim};
+use super::unary::{relay, Aim};
 use crate::app::fanout::{CallOptions, Control, Placed};
 use crate::app::guard::Permit;
 use crate::app::metadata::Front;
@@ -34,10 +34,6 @@ pub struct Passthrough {
 impl Passthrough {
     pub fn new(gateway: Arc<Gateway>) -> Passthrough {
         Passthrough { gateway }
-    }
-
-    pub(super) fn gateway(&self) -> &Gateway {
-        &self.gateway
     }
 
     fn admit<T>(&self, request: &Request<T>, group: &str) -> Result<Permit, Status> {
@@ -106,7 +102,7 @@ impl GrpcInferenceService for Passthrough {
     ) -> Answer<pb::ModelReadyResponse> {
         let _permit = self.admit(&request, "health")?;
         let aim = Aim::model(&request.get_ref().name);
-        unary!(self, request, aim, model_ready)
+        relay(&self.gateway, request, aim).await
     }
 
     /// The upstream's own answer: the client talks to the server (unless
@@ -116,7 +112,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::ServerMetadataRequest>,
     ) -> Answer<pb::ServerMetadataResponse> {
         let _permit = self.admit(&request, "metadata")?;
-        let mut response = unary!(self, request, Aim::ANY, server_metadata)?;
+        let mut response = relay(&self.gateway, request, Aim::ANY).await?;
         let upstream = std::mem::take(response.get_mut());
         *response.get_mut() = self.gateway.server_metadata(upstream, Front::Grpc);
         Ok(response)
@@ -128,7 +124,7 @@ impl GrpcInferenceService for Passthrough {
     ) -> Answer<pb::ModelMetadataResponse> {
         let _permit = self.admit(&request, "metadata")?;
         let aim = Aim::model(&request.get_ref().name);
-        unary!(self, request, aim, model_metadata)
+        relay(&self.gateway, request, aim).await
     }
 
     async fn model_infer(
@@ -143,10 +139,7 @@ impl GrpcInferenceService for Passthrough {
         // Encoded once, its tensors not copied again (`upstream::encoded`).
         let limit = self.gateway.pool().settings().max_message_bytes;
         let request = request.map(|m| EncodedInfer::new(m, limit));
-        relay(&self.gateway, request, aim, |mut client, r| async move {
-            client.model_infer(EncodedInfer::request(r)?).await
-        })
-        .await
+        relay(&self.gateway, request, aim).await
     }
 
     type ModelStreamInferStream = ResponseStream;
@@ -165,7 +158,7 @@ impl GrpcInferenceService for Passthrough {
     ) -> Answer<pb::ModelConfigResponse> {
         let _permit = self.admit(&request, "model-config")?;
         let aim = Aim::model(&request.get_ref().name);
-        unary!(self, request, aim, model_config)
+        relay(&self.gateway, request, aim).await
     }
 
     async fn model_statistics(
@@ -174,7 +167,7 @@ impl GrpcInferenceService for Passthrough {
     ) -> Answer<pb::ModelStatisticsResponse> {
         let _permit = self.admit(&request, "statistics")?;
         let aim = Aim::model(&request.get_ref().name);
-        unary!(self, request, aim, model_statistics)
+        relay(&self.gateway, request, aim).await
     }
 
     async fn repository_index(
@@ -182,7 +175,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::RepositoryIndexRequest>,
     ) -> Answer<pb::RepositoryIndexResponse> {
         let _permit = self.admit(&request, "model-repository")?;
-        unary!(self, request, Aim::ANY, repository_index)
+        relay(&self.gateway, request, Aim::ANY).await
     }
 
     async fn repository_model_load(
@@ -208,7 +201,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::SystemSharedMemoryStatusRequest>,
     ) -> Answer<pb::SystemSharedMemoryStatusResponse> {
         let _permit = self.admit(&request, "shared-memory")?;
-        unary!(self, request, Aim::ANY, system_shared_memory_status)
+        relay(&self.gateway, request, Aim::ANY).await
     }
 
     async fn system_shared_memory_register(
@@ -216,7 +209,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::SystemSharedMemoryRegisterRequest>,
     ) -> Answer<pb::SystemSharedMemoryRegisterResponse> {
         let _permit = self.admit(&request, "shared-memory")?;
-        unary!(self, request, Aim::ANY, system_shared_memory_register)
+        relay(&self.gateway, request, Aim::ANY).await
     }
 
     async fn system_shared_memory_unregister(
@@ -224,7 +217,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::SystemSharedMemoryUnregisterRequest>,
     ) -> Answer<pb::SystemSharedMemoryUnregisterResponse> {
         let _permit = self.admit(&request, "shared-memory")?;
-        unary!(self, request, Aim::ANY, system_shared_memory_unregister)
+        relay(&self.gateway, request, Aim::ANY).await
     }
 
     async fn cuda_shared_memory_status(
@@ -232,7 +225,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::CudaSharedMemoryStatusRequest>,
     ) -> Answer<pb::CudaSharedMemoryStatusResponse> {
         let _permit = self.admit(&request, "shared-memory")?;
-        unary!(self, request, Aim::ANY, cuda_shared_memory_status)
+        relay(&self.gateway, request, Aim::ANY).await
     }
 
     async fn cuda_shared_memory_register(
@@ -240,7 +233,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::CudaSharedMemoryRegisterRequest>,
     ) -> Answer<pb::CudaSharedMemoryRegisterResponse> {
         let _permit = self.admit(&request, "shared-memory")?;
-        unary!(self, request, Aim::ANY, cuda_shared_memory_register)
+        relay(&self.gateway, request, Aim::ANY).await
     }
 
     async fn cuda_shared_memory_unregister(
@@ -248,7 +241,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::CudaSharedMemoryUnregisterRequest>,
     ) -> Answer<pb::CudaSharedMemoryUnregisterResponse> {
         let _permit = self.admit(&request, "shared-memory")?;
-        unary!(self, request, Aim::ANY, cuda_shared_memory_unregister)
+        relay(&self.gateway, request, Aim::ANY).await
     }
 
     async fn trace_setting(
@@ -256,7 +249,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::TraceSettingRequest>,
     ) -> Answer<pb::TraceSettingResponse> {
         let _permit = self.admit(&request, "trace")?;
-        unary!(self, request, Aim::ANY, trace_setting)
+        relay(&self.gateway, request, Aim::ANY).await
     }
 
     async fn log_settings(
@@ -264,6 +257,6 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::LogSettingsRequest>,
     ) -> Answer<pb::LogSettingsResponse> {
         let _permit = self.admit(&request, "logging")?;
-        unary!(self, request, Aim::ANY, log_settings)
+        relay(&self.gateway, request, Aim::ANY).await
     }
 }

@@ -4,14 +4,14 @@
 //! attempt provably never reached a backend; the upstream's message and
 //! response metadata returned as they came, failures as gRPC statuses.
 
-use std::future::Future;
-
 use tonic::{Extensions, Request, Response, Status};
 
 use super::metadata;
 use crate::app::Gateway;
 use crate::context::RequestContext;
-use crate::upstream::{Client, Pool, Target};
+use crate::upstream::call::CallSpec;
+use crate::upstream::rpc::Rpc;
+use crate::upstream::{Pool, Target};
 
 /// Which backends may take a call (the owned form of a [`Target`]).
 pub(super) struct Aim {
@@ -42,18 +42,12 @@ impl Aim {
     }
 }
 
-/// Relays `request` with `rpc` (one generated client method).
-pub(super) async fn relay<Req, Resp, F, Fut>(
+/// Relays `request` with its RPC ([`Rpc::send`]).
+pub(super) async fn relay<Req: Rpc>(
     gateway: &Gateway,
     request: Request<Req>,
     aim: Aim,
-    rpc: F,
-) -> Result<Response<Resp>, Status>
-where
-    Req: Clone,
-    F: Fn(Client, Request<Req>) -> Fut,
-    Fut: Future<Output = Result<Response<Resp>, Status>>,
-{
+) -> Result<Response<Req::Response>, Status> {
     let _inflight = gateway.inflight().enter();
     let (client_metadata, _, message) = request.into_parts();
     let deadline = metadata::deadline(&client_metadata);
@@ -62,12 +56,19 @@ where
     // The client's metadata (its trace headers included) crosses as it
     // came: the call has no trace of the gateway's own to add.
     let ctx = RequestContext::untraced();
+    // The client's own call: a missing RPC is the server's
+    // `UNIMPLEMENTED`, relayed as it came (no `optional`).
+    let spec = CallSpec {
+        target: aim.target(),
+        deadline,
+        optional: None,
+    };
     let response = pool
-            .call(&ctx, &aim.target(), deadline, |client, timeout| {
+            .call(&ctx, &spec, |lease, timeout| {
                 let mut upstream =
                     Request::from_parts(forwarded.clone(), Extensions::default(), message.clone());
                 upstream.set_timeout(timeout);
-                let call = rpc(client, upstream);
+                let call = Req::send(lease.client(), upstream);
                 // Wrapped once more so that the pool's `into_inner` leaves
                 // us the upstream's response with its metadata.
                 async move { call.await.map(Response::new) }
@@ -84,18 +85,3 @@ where
         Extensions::default(),
     ))
 }
-
-/// `unary!(self, request, aim, method)`: relays one RPC of the generated
-/// client by name.
-macro_rules! unary {
-    ($self:ident, $request:expr, $aim:expr, $method:ident) => {
-        $crate::passthrough::unary::relay(
-            $self.gateway(),
-            $request,
-            $aim,
-            |mut client: $crate::upstream::Client, r| async move { client.$method(r).await },
-        )
-        .await
-    };
-}
-pub(super) use unary;

@@ -3,22 +3,21 @@
 //! failures for passive ejection, and retry on another backend only when
 //! the failed attempt provably never reached the first one (connection
 //! refused, stream refused). Sequence requests are never retried.
+//!
+//! Two entries: [`Pool::call`] (backend choice, retries, the memory of
+//! missing optional RPCs) and [`Pool::call_on`] (one attempt on a backend
+//! already leased); the RPC itself is a closure of the lease, so the same
+//! entries serve generated clients and raw calls (`raw`).
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::backend::{Lease, OptionalRpc};
-use super::encoded::EncodedInfer;
 pub(crate) use super::failure::failure_text;
 use super::pool::{Pool, Target};
-use super::raw::RawReply;
-use super::reply::ReplyTap;
-use super::Client;
-use crate::body::BodyRest;
 use crate::context::RequestContext;
 use crate::error::{causes, duration_text, Error, Kind, Result};
-use crate::proto::inference::{ModelInferRequest, ModelInferResponse};
 use crate::trace::TraceContext;
 
 /// The deadline of one call: its length, when it started, and whether
@@ -85,45 +84,44 @@ impl From<Duration> for Deadline {
     }
 }
 
-impl Pool {
-    /// Calls `rpc(client, remaining deadline)` on a backend chosen for
-    /// `target`. `deadline` (the client's) defaults to and is capped by the
-    /// configured request timeout.
-    pub async fn call<T, F, Fut>(
-        &self,
-        ctx: &RequestContext,
-        target: &Target<'_>,
-        deadline: Option<Duration>,
-        rpc: F,
-    ) -> Result<T>
-    where
-        F: Fn(Client, Duration) -> Fut,
-        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
-    {
-        self.call_through(ctx, target, deadline, None, Lease::client, rpc)
-            .await
-    }
+/// What a call needs besides its RPC: where it may go, how long it may
+/// take, and whether its RPC is one a server may lack.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallSpec<'a> {
+    /// Which backends may take it.
+    pub target: Target<'a>,
+    /// The client's deadline (`None`: the configured request timeout,
+    /// which also caps it).
+    pub deadline: Option<Duration>,
+    /// `Some` for an RPC a server may lack ([`OptionalRpc`]; for the
+    /// gateway's own calls the request type says, `Rpc::OPTIONAL`): backends
+    /// known to lack it are not called, one that answers `UNIMPLEMENTED` is
+    /// remembered to lack it, and either way the call fails with
+    /// [`Error::missing_rpc`].
+    pub optional: Option<OptionalRpc>,
+}
 
-    /// [`Pool::call`] with `rpc` handed what `handle` makes of the chosen
-    /// backend (its generated client, or its raw transport: `raw`). When
-    /// the RPC is one a server may not have (`optional`: the `rpc!` macro
-    /// says), backends known to lack it are not called, one that answers
-    /// `UNIMPLEMENTED` is remembered to lack it, and either way the answer
-    /// is [`Error::missing_rpc`].
-    pub(crate) async fn call_through<H, T, F, Fut>(
+impl Pool {
+    /// The one call: `rpc(lease, remaining deadline)` on a backend chosen
+    /// for `spec.target` (`rpc` picks the lease's generated client or its
+    /// raw transport), within `spec.deadline`, retried on another backend
+    /// only when an attempt never reached its own (never for a sequence).
+    pub(crate) async fn call<T, F, Fut>(
         &self,
         ctx: &RequestContext,
-        target: &Target<'_>,
-        deadline: Option<Duration>,
-        optional: Option<OptionalRpc>,
-        handle: fn(&Lease) -> H,
+        spec: &CallSpec<'_>,
         rpc: F,
     ) -> Result<T>
     where
-        F: Fn(H, Duration) -> Fut,
+        F: Fn(&Lease, Duration) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         self.started().await;
+        let CallSpec {
+            target,
+            deadline,
+            optional,
+        } = *spec;
         let deadline = self.deadline(deadline);
         let attempts = if target.sequence.is_some() {
             1
@@ -135,7 +133,7 @@ impl Pool {
         let mut skipped = lacking.clone();
         let mut tried = 0;
         loop {
-            let lease = match self.pick(target, &skipped) {
+            let lease = match self.pick(&target, &skipped) {
                 Ok(lease) => lease,
                 Err(error) => {
                     return Err(match (optional, lacking.first()) {
@@ -144,10 +142,7 @@ impl Pool {
                     })
                 }
             };
-            match self
-                .attempt(ctx, &lease, deadline, handle(&lease), &rpc)
-                .await
-            {
+            match self.call_on(ctx, &lease, deadline, &rpc).await {
                 Err(Attempt::NeverReached(error)) if tried + 1 < attempts => {
                     tracing::debug!(backend = %lease.addr(), error = %error, "attempt never reached the backend; retrying elsewhere");
                     skipped.push(lease.addr());
@@ -175,41 +170,26 @@ impl Pool {
             .collect()
     }
 
-    /// One attempt on a chosen backend within what is left of `deadline`
-    /// (a bare `Duration` is the gateway's own), with passive health
-    /// accounting; its time is added to `ctx`.
-    pub async fn call_on<T, F, Fut>(
+    /// One attempt of `rpc(lease, remaining deadline)` on an already
+    /// leased backend, within what is left of `deadline` (a bare
+    /// `Duration` is the gateway's own), with passive health accounting
+    /// and the call's metrics; its time is added to `ctx`.
+    pub(crate) async fn call_on<T, F, Fut>(
         &self,
         ctx: &RequestContext,
         lease: &Lease,
         deadline: impl Into<Deadline>,
-        rpc: &F,
+        rpc: F,
     ) -> Result<T, Attempt>
     where
-        F: Fn(Client, Duration) -> Fut,
+        F: FnOnce(&Lease, Duration) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        self.attempt(ctx, lease, deadline.into(), lease.client(), rpc)
-            .await
-    }
-
-    /// [`Pool::call_on`] with `rpc` handed `handle` for the backend.
-    async fn attempt<H, T, F, Fut>(
-        &self,
-        ctx: &RequestContext,
-        lease: &Lease,
-        deadline: Deadline,
-        handle: H,
-        rpc: &F,
-    ) -> Result<T, Attempt>
-    where
-        F: Fn(H, Duration) -> Fut,
-        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
-    {
+        let deadline = deadline.into();
         let backend = lease.backend();
         let clock = ctx.attempt_started(backend.addr);
         let remaining = deadline.remaining();
-        let result = tokio::time::timeout(remaining, rpc(handle, remaining)).await;
+        let result = tokio::time::timeout(remaining, rpc(lease, remaining)).await;
         let finished = |outcome: &str| {
             let took = clock.ended();
             self.metrics().upstream_call(&backend.label, outcome, took);
@@ -283,141 +263,17 @@ pub(crate) fn request<T>(
     request
 }
 
-impl Pool {
-    /// `ModelInfer` for `ctx` through [`Pool::call`]: the message is
-    /// encoded once, its tensors not copied (see `encoded`), and every
-    /// attempt sends the same pieces.
-    pub(crate) async fn model_infer(
-        &self,
-        ctx: &RequestContext,
-        target: &Target<'_>,
-        message: ModelInferRequest,
-    ) -> Result<ModelInferResponse> {
-        let encoded = EncodedInfer::new(message, self.settings().max_message_bytes);
-        self.send_infer(ctx, target, encoded).await
-    }
-
-    /// [`Pool::model_infer`] for a message whose entries `streamed` gives
-    /// sizes for follow from `rest` as the client sends them (see
-    /// `EncodedInfer::streamed`). Only an attempt that took nothing of the
-    /// rest may be retried. With a `tap`, the answer's raw outputs go
-    /// there as they arrive (`answer`), and the answer returned lacks them.
-    pub(crate) async fn model_infer_streamed(
-        &self,
-        ctx: &RequestContext,
-        target: &Target<'_>,
-        message: ModelInferRequest,
-        streamed: &[Option<u64>],
-        rest: BodyRest,
-        tap: Option<ReplyTap>,
-    ) -> Result<ModelInferResponse> {
-        // Not held, so only gRPC's own 4 GiB bounds it (and the upstream's
-        // maximum, with its own error).
-        let encoded =
-            EncodedInfer::streamed(message, usize::MAX, streamed, rest).map(|e| e.tapped(tap));
-        self.send_infer(ctx, target, encoded).await
-    }
-
-    async fn send_infer(
-        &self,
-        ctx: &RequestContext,
-        target: &Target<'_>,
-        encoded: std::result::Result<EncodedInfer, tonic::Status>,
-    ) -> Result<ModelInferResponse> {
-        self.call(ctx, target, None, |mut client, timeout| {
-            let request = EncodedInfer::request(request(encoded.clone(), timeout, ctx.trace()));
-            async move { client.model_infer(request?).await }
-        })
-        .await
-    }
-}
-
-impl Pool {
-    /// One raw call of `path` through [`Pool::call_through`] (deadline,
-    /// ejection, a retry elsewhere only when an attempt never reached its
-    /// backend — and, for a streamed message, only when it took nothing of
-    /// the body: `body::Reader`).
-    pub(crate) async fn call_raw(
-        &self,
-        ctx: &RequestContext,
-        target: &Target<'_>,
-        deadline: Option<Duration>,
-        path: &'static str,
-        metadata: &tonic::metadata::MetadataMap,
-        message: &EncodedInfer,
-    ) -> Result<RawReply> {
-        self.call_through(ctx, target, deadline, None, Lease::raw, |raw, timeout| {
-            raw.call(path, metadata.clone(), timeout, message.clone())
-        })
-        .await
-    }
-}
-
-/// `rpc!(pool, ctx, target, method, message)`: one unary RPC through
-/// [`Pool::call_through`] for the request `ctx`, the message cloned per
-/// attempt (tensor bytes are `Bytes`: a clone is a reference count). The
-/// RPCs a server may lack are remembered per backend when missing
-/// ([`OptionalRpc`]).
-macro_rules! rpc {
-    ($pool:expr, $ctx:expr, $target:expr, $method:ident, $message:expr) => {
-        rpc!($pool, $ctx, $target, None, $method, $message)
-    };
-    ($pool:expr, $ctx:expr, $target:expr, $deadline:expr, $method:ident, $message:expr) => {{
-        let message = $message;
-        let ctx: &$crate::context::RequestContext = $ctx;
-        let optional = $crate::upstream::call::optional_rpc!($method);
-        $pool
-            .call_through(
-                ctx,
-                &$target,
-                $deadline,
-                optional,
-                $crate::upstream::Lease::client,
-                |mut client, timeout| {
-                    let message = message.clone();
-                    async move {
-                        client
-                            .$method($crate::upstream::call::request(
-                                message,
-                                timeout,
-                                ctx.trace(),
-                            ))
-                            .await
-                    }
-                },
-            )
-            .await
-    }};
-}
-pub(crate) use rpc;
-
-/// The [`OptionalRpc`] a generated client method calls, if it is one.
-macro_rules! optional_rpc {
-    (model_config) => {
-        Some($crate::upstream::OptionalRpc::ModelConfig)
-    };
-    (model_metadata) => {
-        Some($crate::upstream::OptionalRpc::ModelMetadata)
-    };
-    (repository_index) => {
-        Some($crate::upstream::OptionalRpc::RepositoryIndex)
-    };
-    ($other:ident) => {
-        None
-    };
-}
-pub(crate) use optional_rpc;
-
 /// How one attempt failed.
 #[derive(Debug)]
-pub enum Attempt {
+pub(crate) enum Attempt {
     /// The request provably did not reach the backend: safe to retry.
     NeverReached(Error),
     Failed(Error),
 }
 
 impl Attempt {
-    pub fn into_error(self) -> Error {
+    /// The failure, whichever way it went.
+    pub(crate) fn into_error(self) -> Error {
         match self {
             Attempt::NeverReached(e) | Attempt::Failed(e) => e,
         }

@@ -8,6 +8,8 @@
 //! - `select.rs`: least outstanding and power of two choices;
 //! - `health.rs`: active `ServerReady` checks, model refresh, the loop;
 //! - `call.rs`: one call with deadline, passive ejection and retries;
+//! - `rpc.rs`: each unary RPC by its request message, and the gateway's
+//!   own unary calls;
 //! - `encoded.rs`: `ModelInfer` requests sent without copying tensors;
 //! - `reply.rs`: `ModelInfer` replies whose raw outputs are handed on as
 //!   they arrive;
@@ -29,6 +31,7 @@ pub(crate) mod raw;
 // pub: the fuzz target fuzz/fuzz_targets/infer_reply.rs walks replies
 // with `reply::walk_frames`.
 pub mod reply;
+pub(crate) mod rpc;
 pub(crate) mod select;
 pub(crate) mod thread_slot;
 mod transport;

@@ -2,8 +2,8 @@
 //! reply handed back as the backend's HTTP/2 response — headers, DATA
 //! frames, trailers — without tonic decoding it. The gRPC passthrough
 //! relays large `ModelInfer` calls this way, so that neither direction
-//! holds a whole message (`passthrough::large_unary`); `Pool::call_raw` (in
-//! `call`) makes them with the pool's deadline, ejection and retries.
+//! holds a whole message (`passthrough::large_unary`), through `Pool::call`
+//! (in `call`) like any call: the pool's deadline, ejection and retries.
 //!
 //! A call fails here, as a generated client's would, when the backend
 //! cannot be reached or replies with a status and no message

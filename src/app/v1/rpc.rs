@@ -10,7 +10,7 @@ use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::model::{InferRequest, InferResponse};
 use crate::proto::inference as pb;
-use crate::upstream::call::rpc;
+use crate::upstream::rpc::unary;
 use crate::upstream::Target;
 
 fn model(name: &str) -> Target<'_> {
@@ -41,13 +41,7 @@ impl Gateway {
             repository_name: String::new(),
             ready: false,
         };
-        match rpc!(
-            self.pool(),
-            ctx,
-            Target::default(),
-            repository_index,
-            request
-        ) {
+        match unary(self.pool(), ctx, Target::default(), request).await {
             Ok(r) => Ok(Some(r.models)),
             Err(e) if e.kind == Kind::MissingRpc => Ok(None),
             Err(e) => Err(e),
@@ -63,7 +57,7 @@ impl Gateway {
             name: name.to_string(),
             version: String::new(),
         };
-        let r = rpc!(self.pool(), ctx, model(name), model_config, request)?;
+        let r = unary(self.pool(), ctx, model(name), request).await?;
         Ok(r.config.unwrap_or_default())
     }
 
@@ -76,7 +70,9 @@ impl Gateway {
             name: name.to_string(),
             version: String::new(),
         };
-        Ok(rpc!(self.pool(), ctx, model(name), model_metadata, request)?.versions)
+        Ok(unary(self.pool(), ctx, model(name), request)
+            .await?
+            .versions)
     }
 
     pub(crate) async fn v1_model_ready(
@@ -89,7 +85,7 @@ impl Gateway {
             name: name.to_string(),
             version: version.to_string(),
         };
-        Ok(rpc!(self.pool(), ctx, model(name), model_ready, request)?.ready)
+        Ok(unary(self.pool(), ctx, model(name), request).await?.ready)
     }
 
     pub(crate) async fn v1_model_statistics(
@@ -106,7 +102,7 @@ impl Gateway {
         } else {
             model(name)
         };
-        Ok(rpc!(self.pool(), ctx, target, model_statistics, request)?.model_stats)
+        Ok(unary(self.pool(), ctx, target, request).await?.model_stats)
     }
 
     pub(crate) async fn v1_model_infer(
