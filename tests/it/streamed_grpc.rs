@@ -40,7 +40,7 @@ fn identity(data: Bytes) -> ModelInferRequest {
 }
 
 /// `message` behind gRPC's length prefix.
-fn framed(message: &impl Message) -> Bytes {
+pub(super) fn framed(message: &impl Message) -> Bytes {
     let mut body = BytesMut::new();
     body.extend_from_slice(&[0]);
     body.extend_from_slice(&(message.encoded_len() as u32).to_be_bytes());
@@ -67,7 +67,7 @@ async fn until(mut condition: impl FnMut() -> bool) -> bool {
 
 /// One `ModelInfer` call on its own HTTP/2 connection, its body sent by
 /// the test as it likes.
-struct RawCall {
+pub(super) struct RawCall {
     send: h2::SendStream<Bytes>,
     response: h2::client::ResponseFuture,
 }
@@ -82,14 +82,19 @@ async fn send_all(send: &mut h2::SendStream<Bytes>, mut data: Bytes) {
 }
 
 /// What came back: the status, and the message if there was one.
-struct Answer {
-    code: Code,
-    message: String,
+pub(super) struct Answer {
+    pub(super) code: Code,
+    pub(super) message: String,
     body: Bytes,
 }
 
 impl RawCall {
-    async fn open(addr: SocketAddr) -> RawCall {
+    pub(super) async fn open(addr: SocketAddr) -> RawCall {
+        RawCall::open_with(addr, &[]).await
+    }
+
+    /// [`RawCall::open`] with more request headers (`grpc-timeout`).
+    pub(super) async fn open_with(addr: SocketAddr, headers: &[(&str, &str)]) -> RawCall {
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
         let (client, connection) = h2::client::handshake(tcp).await.unwrap();
         tokio::spawn(connection);
@@ -98,22 +103,27 @@ impl RawCall {
             "http://{addr}/inference.GRPCInferenceService/ModelInfer"
         ))
         .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .unwrap();
+        .header("te", "trailers");
+        let request = headers
+            .iter()
+            .fold(request, |request, (name, value)| {
+                request.header(*name, *value)
+            })
+            .body(())
+            .unwrap();
         let (response, send) = client.send_request(request, false).unwrap();
         RawCall { send, response }
     }
 
-    async fn send(&mut self, data: Bytes) {
+    pub(super) async fn send(&mut self, data: Bytes) {
         send_all(&mut self.send, data).await;
     }
 
-    async fn end(&mut self) {
+    pub(super) async fn end(&mut self) {
         self.send.send_data(Bytes::new(), true).unwrap();
     }
 
-    async fn answer(self) -> Answer {
+    pub(super) async fn answer(self) -> Answer {
         let response = self.response.await.unwrap();
         let status = |headers: &http::HeaderMap| {
             let code = headers.get("grpc-status")?.to_str().ok()?.parse().ok()?;
