@@ -111,6 +111,19 @@ impl Cli {
 }
 
 fn main() -> ExitCode {
+    let code = run();
+    // The log's buffered lines (telemetry) are written before the end.
+    tensorgate::telemetry::flush_log();
+    code
+}
+
+/// Prints `tensorgate: MESSAGE` to stderr after the log lines before it.
+fn say(message: std::fmt::Arguments) {
+    tensorgate::telemetry::flush_log();
+    eprintln!("tensorgate: {message}");
+}
+
+fn run() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
         Some(Command::DemoUpstream { listen }) => return demo_upstream(listen),
@@ -120,14 +133,14 @@ fn main() -> ExitCode {
     let mut config = match load(&cli) {
         Ok(config) => config,
         Err(message) => {
-            eprintln!("tensorgate: {message}");
+            say(format_args!("{message}"));
             return ExitCode::from(2);
         }
     };
     let telemetry = match tensorgate::telemetry::Telemetry::init(&config.log) {
         Ok(telemetry) => telemetry,
         Err(message) => {
-            eprintln!("tensorgate: {message}");
+            say(format_args!("{message}"));
             return ExitCode::from(2);
         }
     };
@@ -147,7 +160,7 @@ fn main() -> ExitCode {
                     std::mem::forget(demo);
                 }
                 Err(e) => {
-                    eprintln!("tensorgate: cannot start the demo upstream: {e}");
+                    say(format_args!("cannot start the demo upstream: {e}"));
                     return ExitCode::from(1);
                 }
             }
@@ -167,13 +180,13 @@ fn main() -> ExitCode {
             }));
             match tensorgate::server::run(gateway) {
                 Err(message) => {
-                    eprintln!("tensorgate: {message}");
+                    say(format_args!("{message}"));
                     ExitCode::from(1)
                 }
             }
         }
         Err(message) => {
-            eprintln!("tensorgate: invalid configuration: {message}");
+            say(format_args!("invalid configuration: {message}"));
             ExitCode::from(2)
         }
     }
@@ -211,7 +224,7 @@ fn check_config(path: &std::path::Path) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(message) => {
-            eprintln!("tensorgate: invalid configuration: {message}");
+            say(format_args!("invalid configuration: {message}"));
             ExitCode::from(1)
         }
     }
@@ -311,14 +324,14 @@ fn demo_upstream(listen: &str) -> ExitCode {
     {
         Ok(addr) => addr,
         Err(message) => {
-            eprintln!("tensorgate: {message}");
+            say(format_args!("{message}"));
             return ExitCode::from(2);
         }
     };
     let telemetry = match tensorgate::telemetry::Telemetry::init(&Default::default()) {
         Ok(telemetry) => telemetry,
         Err(message) => {
-            eprintln!("tensorgate: {message}");
+            say(format_args!("{message}"));
             return ExitCode::from(2);
         }
     };
@@ -331,7 +344,9 @@ fn demo_upstream(listen: &str) -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("tensorgate: cannot start the demo upstream on {addr}: {e}");
+            say(format_args!(
+                "cannot start the demo upstream on {addr}: {e}"
+            ));
             ExitCode::from(1)
         }
     }

@@ -1,5 +1,5 @@
 //! Logging and (optionally) trace export: `tracing` to stderr as text or
-//! JSON lines, plus, with `log.otlp_endpoint`, every request's span sent to
+//! JSON lines (through `buffer` when stderr is not a terminal), plus, with `log.otlp_endpoint`, every request's span sent to
 //! an OpenTelemetry collector over OTLP/gRPC. The span joins the client's
 //! trace (W3C `traceparent`) and its id is what the upstream receives as
 //! parent, so client, gateway and server spans form one trace.
@@ -14,6 +14,8 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::config::{Log, LogFormat};
+
+mod buffer;
 
 /// The environment variable that overrides `log.level`.
 const LOG_VARIABLE: &str = "TENSORGATE_LOG";
@@ -36,15 +38,20 @@ impl Telemetry {
             Err(e) => return Err(format!("{LOG_VARIABLE}: {e}")),
         };
         let filter = quiet_health_flips(filter);
-        // Colour codes only for a person at a terminal: a file, a pipe or a
-        // container's log collector gets plain text.
-        let fmt = tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
-            .with_ansi(std::io::stderr().is_terminal());
-        let fmt = match log.format {
-            LogFormat::Text => fmt.boxed(),
-            LogFormat::Json => fmt.json().boxed(),
+        // A person at a terminal gets each line at once, in colour; a
+        // file, a pipe or a container's log collector gets plain text in
+        // batches (`buffer`: no write per request on a serving thread).
+        let terminal = std::io::stderr().is_terminal();
+        let fmt = tracing_subscriber::fmt::layer().with_ansi(terminal);
+        let fmt = match (log.format, terminal) {
+            (LogFormat::Text, true) => fmt.with_writer(std::io::stderr).boxed(),
+            (LogFormat::Json, true) => fmt.json().with_writer(std::io::stderr).boxed(),
+            (LogFormat::Text, false) => fmt.with_writer(buffer::Buffered).boxed(),
+            (LogFormat::Json, false) => fmt.json().with_writer(buffer::Buffered).boxed(),
         };
+        if !terminal {
+            buffer::start();
+        }
         let (otel, provider, runtime) = match &log.otlp_endpoint {
             None => (None, None, None),
             Some(endpoint) => {
@@ -80,6 +87,19 @@ impl Drop for Telemetry {
             let _ = provider.shutdown();
         }
     }
+}
+
+/// Writes the log lines still buffered: before the process ends, and
+/// before a message written to stderr directly, so it follows them.
+pub fn flush_log() {
+    buffer::flush();
+}
+
+/// Ends the process with `code` once the buffered log lines are written
+/// (`std::process::exit` runs no destructors, so nothing else would).
+pub fn exit(code: i32) -> ! {
+    buffer::flush();
+    std::process::exit(code)
 }
 
 /// An OTLP/gRPC span exporter with a batch processor; its channel is made

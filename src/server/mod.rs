@@ -69,7 +69,7 @@ pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
     server.run(RunArgs {
         shutdown_signal: Box::new(signals.stops),
     });
-    std::process::exit(0)
+    crate::telemetry::exit(0)
 }
 
 /// `connections.max_connections`, lowered so that the cap plus the reserve

@@ -86,13 +86,13 @@ impl BackgroundService for DrainService {
             cut_in_all = metrics.drain_cut.get(),
             "grace period over: requests still in flight are cut; exiting"
         );
-        std::process::exit(0);
+        crate::telemetry::exit(0);
     }
 }
 
 fn exit(why: &str) -> ! {
     tracing::info!("{why}");
-    std::process::exit(0)
+    crate::telemetry::exit(0)
 }
 
 /// Reloads the configuration on `SIGHUP` (see `Gateway::reload`): an

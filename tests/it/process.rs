@@ -35,6 +35,28 @@ fn connect(gw: &GatewayProcess) -> TcpStream {
 }
 
 /// Reads one response (head + Content-Length body) from the stream.
+/// Sends add_sub's JSON request on `client` with extra `headers` and
+/// reads its answer.
+fn infer(client: &mut TcpStream, headers: &str) -> Answer {
+    client
+        .write_all(&post(
+            "/v2/models/add_sub/infer",
+            headers,
+            ADD_SUB_JSON.as_bytes(),
+        ))
+        .unwrap();
+    read_answer(client)
+}
+
+/// Sends `signal` (`-TERM`, `-HUP`) to the process `pid`.
+fn signal(pid: u32, signal: &str) {
+    let kill = std::process::Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+}
+
 fn read_answer(stream: &mut TcpStream) -> Answer {
     let (head, body) = crate::support::raw::read_answer(stream);
     Answer { head, body }
@@ -56,13 +78,7 @@ fn the_demo_answers_like_triton_and_keeps_the_connection() {
     let gw = GatewayProcess::demo(&[]);
     let mut s = connect(&gw);
     for _ in 0..2 {
-        s.write_all(&post(
-            "/v2/models/add_sub/infer",
-            "",
-            ADD_SUB_JSON.as_bytes(),
-        ))
-        .unwrap();
-        let a = read_answer(&mut s);
+        let a = infer(&mut s, "");
         assert_eq!(a.status(), 200);
         assert_eq!(
             a.header("Content-Type").as_deref(),
@@ -291,11 +307,7 @@ fn sigterm_finishes_in_flight_requests_then_exits_at_once() {
     drop(probe);
 
     let sent = std::time::Instant::now();
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &gw.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    signal(gw.child.id(), "-TERM");
     let answer = read_answer(&mut slow);
     assert_eq!(
         answer.status(),
@@ -319,11 +331,7 @@ fn a_sigterm_as_soon_as_the_gateway_listens_drains_instead_of_killing_it() {
     // drain runs (and logs) however early the signal comes. (Before, one
     // run in three was killed by the signal.)
     let mut gw = GatewayProcess::demo(&[]);
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &gw.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    signal(gw.child.id(), "-TERM");
     let status = gw.child.wait().unwrap();
     assert_eq!(status.signal(), None, "killed by the signal: {status:?}");
     assert!(status.success(), "{status:?}");
@@ -335,14 +343,7 @@ fn the_admin_listener_serves_metrics_and_health() {
     let gw = GatewayProcess::demo(&["--admin-listen", "127.0.0.1:0"]);
     let admin = gw.admin.expect("admin listener");
     let mut client = connect(&gw);
-    client
-        .write_all(&post(
-            "/v2/models/add_sub/infer",
-            "",
-            ADD_SUB_JSON.as_bytes(),
-        ))
-        .unwrap();
-    assert_eq!(read_answer(&mut client).status(), 200);
+    assert_eq!(infer(&mut client, "").status(), 200);
     let mut scrape = TcpStream::connect(admin).expect("admin listener");
     scrape
         .set_read_timeout(Some(Duration::from_secs(20)))
@@ -359,6 +360,9 @@ fn the_admin_listener_serves_metrics_and_health() {
     assert_eq!(read_answer(&mut scrape).status(), 200);
 }
 
+/// The log is buffered when it is not a terminal (`telemetry::buffer`):
+/// no line may be lost on SIGHUP (a reload) or SIGTERM (the drain's exit
+/// writes what is still buffered), however soon after the last request.
 #[test]
 fn json_access_log_has_one_line_per_request_and_no_tensor_bytes() {
     let dir = std::env::temp_dir();
@@ -369,28 +373,33 @@ fn json_access_log_has_one_line_per_request_and_no_tensor_bytes() {
     let mut gw = GatewayProcess::demo_logging(&["--config", config.to_str().unwrap()], Some(&log));
     let mut client = connect(&gw);
     let parent = "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n";
-    client
-        .write_all(&post(
-            "/v2/models/add_sub/infer",
-            parent,
-            ADD_SUB_JSON.as_bytes(),
-        ))
-        .unwrap();
-    assert_eq!(read_answer(&mut client).status(), 200);
+    assert_eq!(infer(&mut client, parent).status(), 200);
+    // More requests on the kept connection, a reload in their midst.
+    let more = 150;
+    for n in 0..more {
+        if n == more / 2 {
+            signal(gw.child.id(), "-HUP");
+        }
+        client
+            .write_all(&post(
+                "/v2/models/add_sub/infer",
+                "",
+                ADD_SUB_JSON.as_bytes(),
+            ))
+            .unwrap();
+        assert_eq!(read_answer(&mut client).status(), 200);
+    }
     drop(client);
-    // SIGTERM: drained at once, so the log is complete when it exits.
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &gw.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    // SIGTERM right after the last answer: drained at once, and every
+    // line is in the log when the process has exited.
+    signal(gw.child.id(), "-TERM");
     gw.child.wait().unwrap();
     let text = std::fs::read_to_string(&log).unwrap();
     let access: Vec<&str> = text
         .lines()
         .filter(|l| l.contains(r#""target":"tensorgate::access""#))
         .collect();
-    assert_eq!(access.len(), 1, "{text}");
+    assert_eq!(access.len(), 1 + more, "{text}");
     let line = access[0];
     for field in [
         r#""status":200"#,
@@ -414,24 +423,8 @@ fn sighup_reloads_the_config_file_and_refuses_an_invalid_one() {
     let log = config.with_extension("log");
     std::fs::write(&config, "[log]\naccess_log = false\n").unwrap();
     let mut gw = GatewayProcess::demo_logging(&["--config", config.to_str().unwrap()], Some(&log));
-    let status = |headers: &str| {
-        let mut client = connect(&gw);
-        client
-            .write_all(&post(
-                "/v2/models/add_sub/infer",
-                headers,
-                ADD_SUB_JSON.as_bytes(),
-            ))
-            .unwrap();
-        read_answer(&mut client).status()
-    };
-    let hup = |pid: u32| {
-        let kill = std::process::Command::new("kill")
-            .args(["-HUP", &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(kill.success());
-    };
+    let status = |headers: &str| infer(&mut connect(&gw), headers).status();
+    let hup = |pid: u32| signal(pid, "-HUP");
     assert_eq!(status(""), 200);
     std::fs::write(&config, "[auth]\nkeys = [{ key = \"k\" }]\n").unwrap();
     hup(gw.child.id());
