@@ -96,6 +96,10 @@ impl RawCall {
     /// [`RawCall::open`] with more request headers (`grpc-timeout`).
     pub(super) async fn open_with(addr: SocketAddr, headers: &[(&str, &str)]) -> RawCall {
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        // As stock gRPC clients do. Without it, Nagle's algorithm held this
+        // client's small frames until the gateway's delayed ACK came: the
+        // 1 GiB test took 180 s of wall for 30 s of CPU.
+        tcp.set_nodelay(true).unwrap();
         let (client, connection) = h2::client::handshake(tcp).await.unwrap();
         tokio::spawn(connection);
         let mut client = client.ready().await.unwrap();
