@@ -175,6 +175,7 @@ impl Gateway {
             ("admin", new.admin != old.admin),
             ("log", new.log != old.log),
             ("generate", new.generate != old.generate),
+            ("shared_memory", new.shared_memory != old.shared_memory),
             ("v1", new.v1 != old.v1),
         ] {
             if changed {
