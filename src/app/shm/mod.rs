@@ -9,28 +9,35 @@
 //! # Integration with `/infer` (phase 2, not yet wired)
 //!
 //! The `/infer` path is being restructured on another branch; once it lands
-//! these are the two hooks, both through [`Gateway::shm_bridge`] (`None` in
-//! forward mode: leave the parameters to the upstream, as today):
+//! two calls connect it, both through [`Gateway::shm_bridge`] (`None` in
+//! forward mode: leave the parameters to the upstream, as today). The
+//! decoder already keeps what they need: `wire::v2_request` turns an
+//! input's `shared_memory_region` / `_offset` / `_byte_size` parameters
+//! into `model::InputData::SharedMemory` and an output's into
+//! `RequestedOutput::shared_memory` with `kind: OutputKind::SharedMemory`,
+//! and `wire::v2_response` already lists such an output with `name`,
+//! `datatype` and `shape` only, as Triton answers it (protocol §2.6, §1.7).
 //!
-//! 1. **Request decoding** (`wire::v2_request` keeps the parameters; the
-//!    typed plan in `app/` acts on them): an input whose `parameters` name
-//!    `shared_memory_region` (with `shared_memory_offset`,
-//!    `shared_memory_byte_size`, both default 0) has no `data` and no
-//!    binary part; call [`Regions::lease`]`(region, offset, byte_size)` for
-//!    it and then [`Lease::read`] (or [`Bridge::read_input`] for both) and
-//!    send the bytes upstream as its `raw_input_contents` entry, with the
-//!    three `shared_memory_*` parameters removed. Its size against shape ×
-//!    datatype is then checked by the existing raw-input checks
-//!    (`translate::checks`), which give Triton's core text.
-//! 2. **Answer encoding** (`front::infer_answer` / `wire::v2_response`): for
-//!    an output whose `parameters` name `shared_memory_region`, take the
-//!    lease at decoding time (so the region cannot be unregistered while the
-//!    request runs, as Triton), request the output upstream without the
-//!    `shared_memory_*` parameters, and when the answer arrives call
-//!    [`Lease::write`]`(output_name, raw_output_pieces)` (or
-//!    [`Bridge::write_output`]); the answer's JSON then lists the output
-//!    with `name`, `datatype` and `shape` only: no `data`, no `parameters`,
-//!    no binary part (docs/protocol.md §2.6).
+//! 1. **After decoding, before `translate::checks` and `to_grpc`** (in the
+//!    typed plan of `app/`, where `front::infer` now calls
+//!    `wire::v2_request`): `let held = bridge.take_regions(&mut request)?;`
+//!    ([`Bridge::take_regions`]). Every shared-memory input is read and
+//!    becomes `InputData::Raw` (sent upstream as `raw_input_contents`; its
+//!    size against shape × datatype is then checked by the existing raw
+//!    checks, with the core's text); every shared-memory output's window
+//!    is leased and its `shared_memory` cleared, so `to_grpc` asks the
+//!    upstream for the bytes. Errors in Triton's order and texts.
+//! 2. **After `from_grpc`, before `wire::v2_response` encodes the answer**
+//!    (`front::infer_answer`): `bridge.write_outputs(held, &mut response)?`
+//!    ([`Bridge::write_outputs`]) writes each leased output's bytes into
+//!    its region and empties its `data`. A streamed binary answer
+//!    (`AnswerTap`) must be collected first when the request has a
+//!    shared-memory output. The leases (`held`) live until then, so the
+//!    regions cannot be unregistered meanwhile (Triton's "in use").
+//!
+//! The primitives under them, for a plan that wants its own order:
+//! [`Bridge::read_input`] and [`Bridge::write_output`] (by region name),
+//! or [`Regions::lease`] with [`Lease::read`] / [`Lease::write`].
 //!
 //! Reads and writes are synchronous file I/O (a memory copy on tmpfs, ~10
 //! ms for 64 MiB): above a few MiB the caller should run them in
@@ -39,17 +46,13 @@
 mod region;
 mod regions;
 
-#[cfg_attr(
-    not(test),
-    expect(unused_imports, reason = "phase 2: /infer holds leases")
-)]
-pub(crate) use regions::Lease;
-pub(crate) use regions::{RegionStatus, Regions};
+pub(crate) use regions::{Lease, RegionStatus, Regions};
 
 use bytes::Bytes;
 
 use crate::app::Gateway;
 use crate::error::{Error, Result};
+use crate::model::{InferRequest, InferResponse, InputData};
 use crate::proto::inference::{
     system_shared_memory_status_response::RegionStatus as PbRegionStatus,
     SystemSharedMemoryRegisterRequest, SystemSharedMemoryStatusRequest,
@@ -143,6 +146,68 @@ impl Bridge {
     }
 }
 
+/// What a request in shared memory holds until its answer is written: a
+/// lease on each shared-memory output's window, with the output's name.
+#[derive(Debug, Default)]
+pub(crate) struct HeldOutputs(Vec<(String, Lease)>);
+
+impl Bridge {
+    /// Phase-2 hook 1 (module doc): reads every shared-memory input into
+    /// `InputData::Raw`, leases every shared-memory output's window and
+    /// clears its `shared_memory`. All windows are checked before any byte
+    /// is read, inputs first, in request order (Triton's order).
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "phase 2: called by /infer (module doc)")
+    )]
+    pub(crate) fn take_regions(&self, request: &mut InferRequest) -> Result<HeldOutputs> {
+        let mut inputs = Vec::new();
+        for (i, input) in request.inputs.iter().enumerate() {
+            if let InputData::SharedMemory(shm) = &input.data {
+                inputs.push((
+                    i,
+                    self.regions.lease(&shm.region, shm.offset, shm.byte_size)?,
+                ));
+            }
+        }
+        let mut held = HeldOutputs::default();
+        for output in &request.outputs {
+            if let Some(shm) = &output.shared_memory {
+                let lease = self.regions.lease(&shm.region, shm.offset, shm.byte_size)?;
+                held.0.push((output.name.clone(), lease));
+            }
+        }
+        for (i, lease) in inputs {
+            request.inputs[i].data = InputData::Raw(lease.read()?);
+        }
+        for output in &mut request.outputs {
+            output.shared_memory = None;
+        }
+        Ok(held)
+    }
+
+    /// Phase-2 hook 2 (module doc): writes each held output's bytes from
+    /// the answer into its region and empties its `data`. An output the
+    /// answer lacks is left alone (the answer does not list it either).
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "phase 2: called by /infer (module doc)")
+    )]
+    pub(crate) fn write_outputs(
+        &self,
+        held: HeldOutputs,
+        response: &mut InferResponse,
+    ) -> Result<()> {
+        for (name, lease) in held.0 {
+            if let Some(output) = response.outputs.iter_mut().find(|o| o.name == name) {
+                lease.write(&name, std::slice::from_ref(&output.data))?;
+                output.data = Bytes::new();
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Gateway {
     /// The shared-memory bridge, in bridge mode.
     pub(crate) fn shm_bridge(&self) -> Option<&Bridge> {
@@ -221,5 +286,98 @@ mod tests {
             .unwrap();
         assert_eq!(status.regions.len(), 1);
         assert_eq!(status.regions["out"].offset, 16);
+    }
+
+    #[test]
+    fn a_request_in_shared_memory_is_bridged_whole() {
+        use crate::model::{
+            InputTensor, OutputKind, OutputTensor, RequestedOutput, SharedMemory as Shm,
+        };
+        let dir = Dir::new();
+        let path = dir.object("req", 64);
+        let bridge = bridge(&dir);
+        let register = |name: &str, offset, byte_size| {
+            bridge.register(&SystemSharedMemoryRegisterRequest {
+                name: name.into(),
+                key: "/req".into(),
+                offset,
+                byte_size,
+            })
+        };
+        register("inputs", 0, 32).unwrap();
+        register("outputs", 32, 32).unwrap();
+        let shm = |region: &str, offset, byte_size| Shm {
+            region: region.into(),
+            offset,
+            byte_size,
+        };
+        let input = |name: &str, data| InputTensor {
+            name: name.into(),
+            datatype: "INT32".into(),
+            shape: vec![4],
+            data,
+        };
+        let output = |name: &str, at| RequestedOutput {
+            name: name.into(),
+            classification: 0,
+            kind: OutputKind::SharedMemory,
+            shared_memory: Some(shm("outputs", at, 16)),
+        };
+        let mut request = InferRequest {
+            inputs: vec![
+                input("INPUT0", InputData::SharedMemory(shm("inputs", 0, 16))),
+                input("INPUT1", InputData::Raw(Bytes::from_static(&[9; 16]))),
+            ],
+            outputs: vec![output("OUTPUT0", 0), output("OUTPUT1", 16)],
+            ..InferRequest::default()
+        };
+        let held = bridge.take_regions(&mut request).unwrap();
+        assert_eq!(
+            request.inputs[0].data,
+            InputData::Raw(Bytes::from((0u8..16).collect::<Vec<_>>()))
+        );
+        assert!(request.outputs.iter().all(|o| o.shared_memory.is_none()));
+        assert_eq!(request.output_kind("OUTPUT1"), OutputKind::SharedMemory);
+        // Held until the answer is written.
+        let all = SystemSharedMemoryUnregisterRequest {
+            name: String::new(),
+        };
+        assert_eq!(bridge.unregister(&all).unwrap_err().status(), 400);
+        let out = |name: &str, byte: u8| OutputTensor {
+            name: name.into(),
+            datatype: "INT32".into(),
+            shape: vec![4],
+            data: Bytes::from(vec![byte; 16]),
+        };
+        let mut response = InferResponse {
+            outputs: vec![out("OUTPUT1", 0xbb), out("OUTPUT0", 0xaa)],
+            ..InferResponse::default()
+        };
+        bridge.write_outputs(held, &mut response).unwrap();
+        assert!(response.outputs.iter().all(|o| o.data.is_empty()));
+        let now = std::fs::read(&path).unwrap();
+        assert_eq!(&now[32..48], &[0xaa; 16]);
+        assert_eq!(&now[48..64], &[0xbb; 16]);
+        bridge.unregister(&all).unwrap();
+
+        // A bad window anywhere refuses the request before any read.
+        register("inputs", 0, 32).unwrap();
+        let mut bad = InferRequest {
+            inputs: vec![input(
+                "INPUT0",
+                InputData::SharedMemory(shm("inputs", 0, 16)),
+            )],
+            outputs: vec![RequestedOutput {
+                shared_memory: Some(shm("missing", 0, 16)),
+                ..output("OUTPUT0", 0)
+            }],
+            ..InferRequest::default()
+        };
+        let err = bridge.take_regions(&mut bad).unwrap_err();
+        assert_eq!(
+            (err.status(), err.message.as_str()),
+            (404, "Unable to find shared memory region: 'missing'")
+        );
+        assert!(matches!(bad.inputs[0].data, InputData::SharedMemory(_)));
     }
 }
