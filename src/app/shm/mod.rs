@@ -18,22 +18,28 @@
 //! and `wire::v2_response` already lists such an output with `name`,
 //! `datatype` and `shape` only, as Triton answers it (protocol §2.6, §1.7).
 //!
-//! 1. **After decoding, before `translate::checks` and `to_grpc`** (in the
-//!    typed plan of `app/`, where `front::infer` now calls
-//!    `wire::v2_request`): `let held = bridge.take_regions(&mut request)?;`
+//! 1. **Right after decoding** (today: `Gateway::infer` in
+//!    `front/infer.rs`, after `decode_whole` / `decode_streamed` and before
+//!    `outputs::check_requested` and `checks::tensor_sizes`; after the
+//!    restructuring: where the typed plan in `app/` is built from the
+//!    decoded request): `let held = bridge.take_regions(&mut request)?;`
 //!    ([`Bridge::take_regions`]). Every shared-memory input is read and
 //!    becomes `InputData::Raw` (sent upstream as `raw_input_contents`; its
-//!    size against shape × datatype is then checked by the existing raw
-//!    checks, with the core's text); every shared-memory output's window
-//!    is leased and its `shared_memory` cleared, so `to_grpc` asks the
-//!    upstream for the bytes. Errors in Triton's order and texts.
-//! 2. **After `from_grpc`, before `wire::v2_response` encodes the answer**
-//!    (`front::infer_answer`): `bridge.write_outputs(held, &mut response)?`
+//!    size against shape × datatype is then checked by
+//!    `checks::tensor_sizes`, with the core's text, as Triton); every
+//!    shared-memory output's window is leased and its `shared_memory`
+//!    cleared, so `to_grpc` asks the upstream for the bytes. Errors in
+//!    Triton's order and texts (protocol §1.7).
+//! 2. **Before the answer is encoded** (today: after
+//!    `outputs::keep_requested` and before `v2_response::encode`, in
+//!    `Gateway::infer` and in `front/infer_answer.rs`'s collected path):
+//!    `bridge.write_outputs(held, &mut response)?`
 //!    ([`Bridge::write_outputs`]) writes each leased output's bytes into
-//!    its region and empties its `data`. A streamed binary answer
-//!    (`AnswerTap`) must be collected first when the request has a
-//!    shared-memory output. The leases (`held`) live until then, so the
-//!    regions cannot be unregistered meanwhile (Triton's "in use").
+//!    its region and empties its `data`. A request holding a shared-memory
+//!    output must take the collected path, not the streamed binary answer
+//!    (`answer_streams` / `entry_plan` must say no). The leases (`held`)
+//!    live until then, so the regions cannot be unregistered meanwhile
+//!    (Triton's "in use").
 //!
 //! The primitives under them, for a plan that wants its own order:
 //! [`Bridge::read_input`] and [`Bridge::write_output`] (by region name),
