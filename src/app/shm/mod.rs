@@ -6,48 +6,34 @@
 //! render them alike). No HTTP here; the objects are read and written with
 //! positioned I/O on their files (`region`), never mapped.
 //!
-//! # Integration with `/infer` (phase 2, not yet wired)
+//! # `/infer` in bridge mode
 //!
-//! The `/infer` path is being restructured on another branch; once it lands
-//! two calls connect it, both through [`Gateway::shm_bridge`] (`None` in
-//! forward mode: leave the parameters to the upstream, as today). The
-//! decoder already keeps what they need: `wire::v2_request` turns an
+//! `front::infer` calls two hooks, both through [`Gateway::shm_bridge`]
+//! (`None` in forward mode: the parameters go to the upstream, as
+//! before). The decoder keeps what they need: `wire::v2_request` turns an
 //! input's `shared_memory_region` / `_offset` / `_byte_size` parameters
 //! into `model::InputData::SharedMemory` and an output's into
 //! `RequestedOutput::shared_memory` with `kind: OutputKind::SharedMemory`,
-//! and `wire::v2_response` already lists such an output with `name`,
-//! `datatype` and `shape` only, as Triton answers it (protocol §2.6, §1.7).
+//! and `wire::v2_response` lists such an output with `name`, `datatype`
+//! and `shape` only, as Triton answers it (protocol §2.6, §1.7).
 //!
-//! 1. **Right after decoding** (today: `Gateway::infer` in
-//!    `front/infer.rs`, after `decode_whole` / `decode_streamed` and before
-//!    `outputs::check_requested` and `checks::tensor_sizes`; after the
-//!    restructuring: where the typed plan in `app/` is built from the
-//!    decoded request): `let held = bridge.take_regions(&mut request)?;`
-//!    ([`Bridge::take_regions`]). Every shared-memory input is read and
+//! 1. **Right after decoding**, before the model-level checks (Triton reads
+//!    the regions when it parses the request, protocol §1.7):
+//!    [`Bridge::take_regions`]. Every shared-memory input is read and
 //!    becomes `InputData::Raw` (sent upstream as `raw_input_contents`; its
 //!    size against shape × datatype is then checked by
 //!    `checks::tensor_sizes`, with the core's text, as Triton); every
 //!    shared-memory output's window is leased and its `shared_memory`
-//!    cleared, so `to_grpc` asks the upstream for the bytes. Errors in
-//!    Triton's order and texts (protocol §1.7).
-//! 2. **Before the answer is encoded** (today: after
-//!    `outputs::keep_requested` and before `v2_response::encode`, in
-//!    `Gateway::infer` and in `front/infer_answer.rs`'s collected path):
-//!    `bridge.write_outputs(held, &mut response)?`
-//!    ([`Bridge::write_outputs`]) writes each leased output's bytes into
-//!    its region and empties its `data`. A request holding a shared-memory
-//!    output must take the collected path, not the streamed binary answer
-//!    (`answer_streams` / `entry_plan` must say no). The leases (`held`)
+//!    cleared, so `to_grpc` asks the upstream for the bytes.
+//! 2. **Before the answer is encoded**: [`HeldOutputs::write`] writes each
+//!    leased output's bytes into its region and empties its `data`. Such
+//!    a request never streams its answer (`Plan::answer_streams` wants
+//!    every output binary, and a shared-memory output is not). The leases
 //!    live until then, so the regions cannot be unregistered meanwhile
 //!    (Triton's "in use").
 //!
-//! The primitives under them, for a plan that wants its own order:
-//! [`Bridge::read_input`] and [`Bridge::write_output`] (by region name),
-//! or [`Regions::lease`] with [`Lease::read`] / [`Lease::write`].
-//!
-//! Reads and writes are synchronous file I/O (a memory copy on tmpfs, ~10
-//! ms for 64 MiB): above a few MiB the caller should run them in
-//! `tokio::task::spawn_blocking`.
+//! Reads and writes are synchronous file I/O, a memory copy on tmpfs: from
+//! [`OFF_THREAD_BYTES`] on they run on tokio's blocking pool.
 
 mod region;
 mod regions;
@@ -79,11 +65,6 @@ pub(crate) struct Bridge {
 impl Bridge {
     pub(crate) fn new(regions: Regions) -> Bridge {
         Bridge { regions }
-    }
-
-    #[cfg_attr(not(test), expect(dead_code, reason = "phase 2: /infer takes leases"))]
-    pub(crate) fn regions(&self) -> &Regions {
-        &self.regions
     }
 
     /// `SystemSharedMemoryRegister`, answered here.
@@ -122,35 +103,15 @@ impl Bridge {
     pub(crate) fn unregister(&self, request: &SystemSharedMemoryUnregisterRequest) -> Result<()> {
         self.regions.unregister(&request.name)
     }
-
-    /// Phase-2 hook 1: an input's bytes from `region` (see the module doc).
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "phase 2: called by /infer (module doc)")
-    )]
-    pub(crate) fn read_input(&self, region: &str, offset: u64, byte_size: u64) -> Result<Bytes> {
-        self.regions.lease(region, offset, byte_size)?.read()
-    }
-
-    /// Phase-2 hook 2: an output's bytes into `region` (see the module
-    /// doc); they must fit `byte_size`.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "phase 2: called by /infer (module doc)")
-    )]
-    pub(crate) fn write_output(
-        &self,
-        region: &str,
-        offset: u64,
-        byte_size: u64,
-        output: &str,
-        pieces: &[Bytes],
-    ) -> Result<()> {
-        self.regions
-            .lease(region, offset, byte_size)?
-            .write(output, pieces)
-    }
 }
+
+/// Region reads and writes of this many bytes or more (a request's total)
+/// run on tokio's blocking pool. Each serving thread is a single-threaded
+/// runtime (`server::workers`) with its own blocking pool: a copy from
+/// tmpfs runs at a few GB/s, so 64 MiB would hold every other connection
+/// of the thread for 10–30 ms, while 1 MiB (0.2–0.5 ms) costs about what
+/// handing it to another thread and back does.
+pub(crate) const OFF_THREAD_BYTES: usize = 1 << 20;
 
 /// What a request in shared memory holds until its answer is written: a
 /// lease on each shared-memory output's window, with the output's name.
@@ -158,22 +119,17 @@ impl Bridge {
 pub(crate) struct HeldOutputs(Vec<(String, Lease)>);
 
 impl Bridge {
-    /// Phase-2 hook 1 (module doc): reads every shared-memory input into
+    /// Hook 1 (module doc): reads every shared-memory input into
     /// `InputData::Raw`, leases every shared-memory output's window and
     /// clears its `shared_memory`. All windows are checked before any byte
     /// is read, inputs first, in request order (Triton's order).
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "phase 2: called by /infer (module doc)")
-    )]
-    pub(crate) fn take_regions(&self, request: &mut InferRequest) -> Result<HeldOutputs> {
+    pub(crate) async fn take_regions(&self, request: &mut InferRequest) -> Result<HeldOutputs> {
         let mut inputs = Vec::new();
+        let mut leases = Vec::new();
         for (i, input) in request.inputs.iter().enumerate() {
             if let InputData::SharedMemory(shm) = &input.data {
-                inputs.push((
-                    i,
-                    self.regions.lease(&shm.region, shm.offset, shm.byte_size)?,
-                ));
+                inputs.push(i);
+                leases.push(self.regions.lease(&shm.region, shm.offset, shm.byte_size)?);
             }
         }
         let mut held = HeldOutputs::default();
@@ -183,35 +139,54 @@ impl Bridge {
                 held.0.push((output.name.clone(), lease));
             }
         }
-        for (i, lease) in inputs {
-            request.inputs[i].data = InputData::Raw(lease.read()?);
+        let bytes = leases.iter().map(Lease::byte_size).sum();
+        let read: Vec<Bytes> =
+            off_thread(bytes, move || leases.iter().map(Lease::read).collect()).await?;
+        for (i, bytes) in inputs.into_iter().zip(read) {
+            request.inputs[i].data = InputData::Raw(bytes);
         }
         for output in &mut request.outputs {
             output.shared_memory = None;
         }
         Ok(held)
     }
+}
 
-    /// Phase-2 hook 2 (module doc): writes each held output's bytes from
-    /// the answer into its region and empties its `data`. An output the
-    /// answer lacks is left alone (the answer does not list it either).
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "phase 2: called by /infer (module doc)")
-    )]
-    pub(crate) fn write_outputs(
-        &self,
-        held: HeldOutputs,
-        response: &mut InferResponse,
-    ) -> Result<()> {
-        for (name, lease) in held.0 {
+impl HeldOutputs {
+    /// Hook 2 (module doc): writes each held output's bytes from the answer
+    /// into its region and empties its `data`. An output the answer lacks
+    /// is left alone (the answer does not list it either). Nothing held
+    /// (forward mode, no shared-memory output): nothing done.
+    pub(crate) async fn write(self, response: &mut InferResponse) -> Result<()> {
+        let mut writes = Vec::new();
+        for (name, lease) in self.0 {
             if let Some(output) = response.outputs.iter_mut().find(|o| o.name == name) {
-                lease.write(&name, std::slice::from_ref(&output.data))?;
-                output.data = Bytes::new();
+                let data = std::mem::take(&mut output.data);
+                writes.push((name, lease, data));
             }
         }
-        Ok(())
+        let bytes = writes.iter().map(|(_, _, data)| data.len()).sum();
+        off_thread(bytes, move || {
+            writes
+                .iter()
+                .try_for_each(|(name, lease, data)| lease.write(name, std::slice::from_ref(data)))
+        })
+        .await
     }
+}
+
+/// Runs `io`, which moves `bytes` bytes of region I/O, here; or on the
+/// blocking pool from [`OFF_THREAD_BYTES`] on.
+async fn off_thread<R: Send + 'static>(
+    bytes: usize,
+    io: impl FnOnce() -> Result<R> + Send + 'static,
+) -> Result<R> {
+    if bytes < OFF_THREAD_BYTES {
+        return io();
+    }
+    tokio::task::spawn_blocking(io)
+        .await
+        .map_err(|e| Error::internal(format!("shared-memory I/O did not finish: {e}")))?
 }
 
 impl Gateway {
@@ -231,6 +206,23 @@ mod tests {
     use super::regions::tests::Dir;
     use super::*;
     use crate::config::SharedMemory;
+
+    impl Bridge {
+        fn read_input(&self, region: &str, offset: u64, byte_size: u64) -> Result<Bytes> {
+            self.regions.lease(region, offset, byte_size)?.read()
+        }
+
+        fn write_output(
+            &self,
+            region: &str,
+            (offset, byte_size): (u64, u64),
+            output: &str,
+            pieces: &[Bytes],
+        ) -> Result<()> {
+            let lease = self.regions.lease(region, offset, byte_size)?;
+            lease.write(output, pieces)
+        }
+    }
 
     fn bridge(dir: &Dir) -> Bridge {
         Bridge::new(Regions::new(&SharedMemory {
@@ -263,12 +255,12 @@ mod tests {
         let bytes = bridge.read_input("in", 4, 8).unwrap();
         assert_eq!(&bytes[..], &[4, 5, 6, 7, 8, 9, 10, 11]);
         bridge
-            .write_output("out", 8, 8, "OUTPUT0", std::slice::from_ref(&bytes))
+            .write_output("out", (8, 8), "OUTPUT0", std::slice::from_ref(&bytes))
             .unwrap();
         assert_eq!(&std::fs::read(&path).unwrap()[24..32], &bytes[..]);
         // An output larger than its window; a window outside the region.
         let err = bridge
-            .write_output("out", 8, 4, "OUTPUT0", &[bytes])
+            .write_output("out", (8, 4), "OUTPUT0", &[bytes])
             .unwrap_err();
         assert_eq!(
             err.message,
@@ -280,7 +272,7 @@ mod tests {
         );
         assert_eq!(bridge.read_input("gone", 0, 1).unwrap_err().status(), 404);
         // A lease held by a request keeps the region registered.
-        let held: Lease = bridge.regions().lease("in", 0, 16).unwrap();
+        let held: Lease = bridge.regions.lease("in", 0, 16).unwrap();
         let unregister = SystemSharedMemoryUnregisterRequest { name: "in".into() };
         assert_eq!(bridge.unregister(&unregister).unwrap_err().status(), 400);
         drop(held);
@@ -294,8 +286,8 @@ mod tests {
         assert_eq!(status.regions["out"].offset, 16);
     }
 
-    #[test]
-    fn a_request_in_shared_memory_is_bridged_whole() {
+    #[tokio::test]
+    async fn a_request_in_shared_memory_is_bridged_whole() {
         use crate::model::{
             InputTensor, OutputKind, OutputTensor, RequestedOutput, SharedMemory as Shm,
         };
@@ -337,7 +329,7 @@ mod tests {
             outputs: vec![output("OUTPUT0", 0), output("OUTPUT1", 16)],
             ..InferRequest::default()
         };
-        let held = bridge.take_regions(&mut request).unwrap();
+        let held = bridge.take_regions(&mut request).await.unwrap();
         assert_eq!(
             request.inputs[0].data,
             InputData::Raw(Bytes::from((0u8..16).collect::<Vec<_>>()))
@@ -359,7 +351,7 @@ mod tests {
             outputs: vec![out("OUTPUT1", 0xbb), out("OUTPUT0", 0xaa)],
             ..InferResponse::default()
         };
-        bridge.write_outputs(held, &mut response).unwrap();
+        held.write(&mut response).await.unwrap();
         assert!(response.outputs.iter().all(|o| o.data.is_empty()));
         let now = std::fs::read(&path).unwrap();
         assert_eq!(&now[32..48], &[0xaa; 16]);
@@ -379,7 +371,7 @@ mod tests {
             }],
             ..InferRequest::default()
         };
-        let err = bridge.take_regions(&mut bad).unwrap_err();
+        let err = bridge.take_regions(&mut bad).await.unwrap_err();
         assert_eq!(
             (err.status(), err.message.as_str()),
             (404, "Unable to find shared memory region: 'missing'")

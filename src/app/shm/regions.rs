@@ -171,6 +171,11 @@ fn still_in_use(message: String) -> Error {
 }
 
 impl Lease {
+    /// The bytes the lease covers.
+    pub(crate) fn byte_size(&self) -> usize {
+        self.len
+    }
+
     /// The leased bytes, read from the object now (it must still be the
     /// registered object, long enough).
     pub(crate) fn read(&self) -> Result<Bytes> {
