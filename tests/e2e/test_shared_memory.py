@@ -3,9 +3,8 @@ flow (`simple_http_shm_client.py`: `tritonclient.utils.shared_memory` +
 `tritonclient.http`, inputs and outputs in shared memory) against a
 tensorgate in bridge mode (`[shared_memory] mode = "bridge"`) whose upstream
 is the embedded demo, which cannot see this host's /dev/shm (it refuses every
-registration). The registration part passes now; the inference part waits
-for phase 2 (the /infer integration, docs/shared-memory.md) and is marked
-xfail(strict=True), so it turns into a failure the day it passes unmarked.
+registration): the gateway reads the inputs from the client's regions, sends
+the bytes upstream, and writes the outputs into the client's regions.
 """
 
 import os
@@ -104,8 +103,6 @@ def test_refusals_reach_the_stock_client_with_tritons_texts(client, regions):
     assert "CUDA shared memory is not available through this gateway" in refused.value.message()
 
 
-@pytest.mark.xfail(strict=True, reason="phase 2: /infer does not read or write regions yet "
-                   "(issue 31; app/shm/mod.rs names the hooks)")
 def test_nvidia_simple_http_shm_flow(client, regions):
     # The example's flow: inputs in one region, outputs in another.
     in_key, in_handle = regions("input_data", BYTES * 2)
