@@ -10,8 +10,10 @@ use serde::{Deserialize, Serialize};
 
 mod connections;
 mod generate;
+mod shared_memory;
 pub use connections::Connections;
 pub use generate::Generate;
+pub use shared_memory::{Mode as SharedMemoryMode, SharedMemory};
 pub mod v1;
 
 /// Triton's own default HTTP port, so clients need no change.
@@ -86,6 +88,7 @@ pub struct Config {
     pub auth: Auth,
     pub tls: Tls,
     pub generate: Generate,
+    pub shared_memory: SharedMemory,
     pub v1: v1::V1,
 }
 
@@ -631,6 +634,7 @@ impl Config {
         }
         self.generate.validate()?;
         self.connections.validate()?;
+        self.shared_memory.validate()?;
         if let Some(pattern) = &self.http.header_forward_pattern {
             regex::Regex::new(pattern)
                 .map_err(|e| format!("http.header_forward_pattern is not a valid regex: {e}"))?;
@@ -707,6 +711,7 @@ mod tests {
         assert_eq!(config.connections, Connections::default());
         assert_eq!(config.server, Server::default());
         assert_eq!(config.auth, Auth::default());
+        assert_eq!(config.shared_memory, SharedMemory::default());
         let triton = Config::from_toml(
             "[auth]\nrestricted_api = [\"model-repository,logging:admin-key=a=b\"]",
         )
@@ -766,6 +771,8 @@ mod tests {
             "[http]\nheader_forward_pattern = \"(\"",
             "[server]\nunknown = 1",
             "[generate]\nstream_timeout_ms = 0",
+            "[shared_memory]\nmode = \"map\"",
+            "[shared_memory]\nmax_total_bytes = 0",
             "[v1]\npath_prefix = \"api/\"",
         ];
         for text in bad {

@@ -15,6 +15,7 @@ mod inflight;
 pub(crate) mod linger;
 pub(crate) mod metadata;
 mod models;
+pub(crate) mod shm;
 pub(crate) mod v1;
 
 pub(crate) use connections::{
@@ -50,6 +51,8 @@ pub struct Gateway {
     /// Set at SIGTERM: the gateway no longer says it is ready (a watch, so
     /// the gRPC health service can wait for it).
     draining: tokio::sync::watch::Sender<bool>,
+    /// The shared-memory regions, in bridge mode (`[shared_memory]`).
+    shm_bridge: Option<shm::Bridge>,
 }
 
 impl Gateway {
@@ -75,6 +78,10 @@ impl Gateway {
             inflight: Arc::default(),
             forward_pattern,
             draining: tokio::sync::watch::Sender::new(false),
+            shm_bridge: config
+                .shared_memory
+                .bridged()
+                .then(|| shm::Bridge::new(shm::Regions::new(&config.shared_memory))),
             config,
         })
     }
@@ -175,6 +182,7 @@ impl Gateway {
             ("admin", new.admin != old.admin),
             ("log", new.log != old.log),
             ("generate", new.generate != old.generate),
+            ("shared_memory", new.shared_memory != old.shared_memory),
             ("v1", new.v1 != old.v1),
         ] {
             if changed {

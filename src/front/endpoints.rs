@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::front::pipeline::Pipeline;
 use crate::front::route::{Route, ShmAction};
+use crate::front::shm;
 use crate::translate::from_grpc::{endpoints as render, model_config};
 use crate::translate::to_grpc::endpoints as req_pb;
 use crate::upstream::rpc::unary;
@@ -38,6 +39,14 @@ impl Pipeline {
         let pool = &self.gateway.pool();
         let body = &req.body[..];
         let json = |bytes: Vec<u8>| Ok(HttpResponse::json(bytes));
+        // Bridge mode: the gateway keeps the shared-memory regions.
+        if let Some(answer) = self
+            .gateway
+            .shm_bridge()
+            .and_then(|b| shm::bridged(b, route, body))
+        {
+            return answer;
+        }
         match route {
             // The gateway is live while it runs; ready while a backend is,
             // until the drain.

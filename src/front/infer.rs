@@ -1,9 +1,11 @@
 //! The `/infer` pipeline (protocol §2.1 order of operations): model lookup,
-//! decompression, header split, decode, model-level checks, header
-//! forwarding, `ModelInfer` upstream, encode, response compression.
+//! decompression, header split, decode, shared-memory inputs read (bridge
+//! mode, `app::shm`), model-level checks, header forwarding, `ModelInfer`
+//! upstream, shared-memory outputs written, encode, response compression.
 
 use bytes::{Bytes, BytesMut};
 
+use crate::app::shm::HeldOutputs;
 use crate::body::{BodyRest, Fault};
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
@@ -33,11 +35,18 @@ impl Pipeline {
             Some(rest) => self.decode_streamed(plan, model, req, rest).await?,
             None => (self.decode_whole(plan, model, req, info.as_deref())?, None),
         };
+        // Bridge mode: regions read and output windows held now, as Triton
+        // reads them while it parses the request (protocol §1.7).
+        let held = match self.gateway.shm_bridge() {
+            Some(bridge) => bridge.take_regions(&mut request).await?,
+            None => HeldOutputs::default(),
+        };
         // The core's order: requested outputs before the inputs.
         outputs::check_requested(&request, info.as_deref())?;
         checks::classification(&request, info.as_deref())?;
         checks::tensor_sizes(&request, info.as_deref())?;
         self.forward_headers(req, &mut request);
+        // Never with a shared-memory output: it is not binary.
         if let Some(rest) = rest.as_ref().filter(|_| plan.answer_streams(&request)) {
             return self
                 .infer_streamed_answer(ctx, plan, request, rest.clone())
@@ -52,6 +61,7 @@ impl Pipeline {
                 None => error,
             })?;
         outputs::keep_requested(&mut response, &request)?;
+        held.write(&mut response).await?;
         // Sent: the answer is made without the input tensors.
         request.inputs = Vec::new();
         let encoded = v2_response::encode(&response, &request)?;

@@ -4,8 +4,9 @@
 //! them), `route` classifies, `plan` makes each request's plan once
 //! (route, headers, body, answer), `pipeline` holds the core for the HTTP
 //! methods of `handler` (+ `infer`, `infer_answer`, `endpoints`,
-//! `generate`), which answer; `admin` serves the admin listener; `v1`
-//! serves the legacy v1 HTTP API.
+//! `generate`, `shm` the shared-memory endpoints in bridge mode), which
+//! answer; `admin` serves the admin listener; `v1` serves the legacy v1
+//! HTTP API.
 
 pub(crate) mod admin;
 pub(crate) mod conn;
@@ -20,6 +21,7 @@ pub mod plan;
 pub(crate) mod request_body;
 pub mod route;
 pub(crate) mod session;
+pub(crate) mod shm;
 pub(crate) mod tls;
 pub(crate) mod v1;
 pub(crate) mod write_buffer;

@@ -233,4 +233,46 @@ mod tests {
             Body::Whole
         );
     }
+
+    #[test]
+    fn only_all_binary_answers_stream_never_one_in_shared_memory() {
+        use crate::model::{RequestedOutput, SharedMemory};
+        let streamed = plan(&[(IHCL, "10")]);
+        let output = |name: &str, kind| RequestedOutput {
+            name: name.into(),
+            classification: 0,
+            kind,
+            shared_memory: None,
+        };
+        let asking = |outputs: Vec<RequestedOutput>| InferRequest {
+            outputs,
+            ..InferRequest::default()
+        };
+        let binary = output("OUTPUT0", OutputKind::Binary);
+        assert!(streamed.answer_streams(&asking(vec![binary.clone()])));
+        // The bridge clears `shared_memory` once it holds the window
+        // (app::shm); the kind stays, and decides.
+        for shm in [
+            None,
+            Some(SharedMemory {
+                region: "out".into(),
+                offset: 0,
+                byte_size: 64,
+            }),
+        ] {
+            let in_shm = RequestedOutput {
+                shared_memory: shm,
+                ..output("OUTPUT1", OutputKind::SharedMemory)
+            };
+            assert!(!streamed.answer_streams(&asking(vec![binary.clone(), in_shm])));
+        }
+        let classified = RequestedOutput {
+            classification: 2,
+            ..binary.clone()
+        };
+        assert!(!streamed.answer_streams(&asking(vec![classified])));
+        assert!(
+            !plan(&[(IHCL, "10"), ("Content-Length", "100")]).answer_streams(&asking(vec![binary]))
+        );
+    }
 }

@@ -26,6 +26,7 @@ mod metrics;
 mod pool;
 mod process;
 mod reload;
+mod shared_memory;
 mod streamed_body;
 mod streamed_grpc;
 mod tls;

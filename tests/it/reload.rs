@@ -85,7 +85,10 @@ async fn keys_and_limits_reload_and_an_invalid_config_is_refused() {
         groups: vec![],
     }];
     config.server.threads = 7;
-    assert_eq!(gateway.reload(&config), Ok(vec!["server"]));
+    // Regions live in the running gateway: a new shared-memory mode waits
+    // for a restart.
+    config.shared_memory.mode = tensorgate::config::SharedMemoryMode::Bridge;
+    assert_eq!(gateway.reload(&config), Ok(vec!["server", "shared_memory"]));
     assert_eq!(fleet.post(ADD_SUB, &[], BODY).await.status, 401);
     assert_eq!(
         fleet

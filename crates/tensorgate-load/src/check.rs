@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::grpc;
 use crate::http::ERROR_BODY_SAMPLE;
 use crate::link::Response;
+use crate::shm::Regions;
 use crate::workload::{f32s, Expected};
 
 /// `Ok` when the answer is what `expected` says (any 200 without it).
@@ -18,13 +19,7 @@ pub(crate) fn validate(
     expected: Option<&Expected>,
     grpc: bool,
 ) -> Result<(), String> {
-    if resp.status != 200 {
-        return Err(format!(
-            "status {}: {}",
-            resp.status,
-            String::from_utf8_lossy(&resp.body[..resp.body.len().min(ERROR_BODY_SAMPLE)])
-        ));
-    }
+    ok_status(resp)?;
     let Some(expected) = expected else {
         return Ok(());
     };
@@ -32,6 +27,43 @@ pub(crate) fn validate(
         return check_outputs(&grpc::outputs(&resp.body)?, expected);
     }
     check_outputs(&http_outputs(resp, expected.binary)?, expected)
+}
+
+/// A shared-memory answer (workload w6): both outputs listed without data
+/// or a binary part, as Triton answers them, and the output windows
+/// holding the sum and the difference.
+pub(crate) fn validate_shm(
+    resp: &Response,
+    expected: &Expected,
+    regions: &Regions,
+) -> Result<(), String> {
+    ok_status(resp)?;
+    if resp.inference_header_len.is_some() {
+        return Err("outputs in shared memory but got a binary answer".into());
+    }
+    let header: Value =
+        serde_json::from_slice(&resp.body).map_err(|e| format!("response JSON: {e}"))?;
+    let outputs = header["outputs"]
+        .as_array()
+        .ok_or("response has no \"outputs\" array")?;
+    if outputs.len() != 2 || outputs.iter().any(|o| o.get("data").is_some()) {
+        return Err(format!("outputs in shared memory, answered {header}"));
+    }
+    let [sum, diff] = regions.outputs()?;
+    let seen = BTreeMap::from([("OUTPUT0".to_string(), sum), ("OUTPUT1".to_string(), diff)]);
+    check_outputs(&seen, expected)
+}
+
+/// Status 200, or the error with a sample of the body.
+fn ok_status(resp: &Response) -> Result<(), String> {
+    if resp.status == 200 {
+        return Ok(());
+    }
+    Err(format!(
+        "status {}: {}",
+        resp.status,
+        String::from_utf8_lossy(&resp.body[..resp.body.len().min(ERROR_BODY_SAMPLE)])
+    ))
 }
 
 /// The FP32 outputs of an HTTP answer, by name: binary after the JSON

@@ -25,6 +25,10 @@ pub(crate) struct Args {
     /// POST this file as the request body (instead of a workload).
     #[arg(long, conflicts_with = "workload")]
     pub(crate) body_file: Option<PathBuf>,
+    /// Where workload w6 creates its shared-memory object (the gateway's
+    /// `shared_memory.dir`).
+    #[arg(long, default_value = "/dev/shm")]
+    pub(crate) shm_dir: PathBuf,
     /// Extra request header, `Name: value` (repeatable).
     #[arg(long = "header")]
     pub(crate) headers: Vec<String>,

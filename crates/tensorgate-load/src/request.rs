@@ -9,7 +9,8 @@ use bytes::Bytes;
 
 use crate::cli::Args;
 use crate::grpc;
-use crate::workload::{self, Expected};
+use crate::shm::Regions;
+use crate::workload::{self, Expected, Workload};
 
 const DEFAULT_INFER_PATH: &str = "/v2/models/add_sub/infer";
 
@@ -22,6 +23,10 @@ pub(crate) struct Request {
     pub(crate) body_len: usize,
     /// What a built-in workload's answer holds (None for `--body-file`).
     pub(crate) expected: Option<Expected>,
+    /// The `Host` header's value.
+    pub(crate) authority: String,
+    /// Workload w6's shared memory, where its answers are.
+    pub(crate) shm: Option<Regions>,
 }
 
 impl Request {
@@ -94,6 +99,8 @@ fn build_grpc(args: &Args, addr: SocketAddr) -> Result<Request, String> {
         body_len: bytes.len(),
         bytes,
         expected: Some(expected),
+        authority: addr.to_string(),
+        shm: None,
     })
 }
 
@@ -101,11 +108,19 @@ fn build_grpc(args: &Args, addr: SocketAddr) -> Result<Request, String> {
 fn build_http(args: &Args, url: Url) -> Result<Request, String> {
     let mut path = url.path;
     let mut headers = Vec::new();
+    let mut shm = None;
     let (body, expected) = match (args.workload, &args.body_file) {
         (Some(w), _) => {
             let n = args.elements.unwrap_or_else(|| w.default_elements());
             let (a, b, expected) = workload::inputs(w, n);
-            let (body, extra) = workload::body(w, &a, &b);
+            let (body, extra) = if w == Workload::SharedMemory {
+                let regions = Regions::create(&args.shm_dir, &a, &b)?;
+                let body = regions.body();
+                shm = Some(regions);
+                body
+            } else {
+                workload::body(w, &a, &b)
+            };
             headers.extend(extra);
             if path.is_empty() || path == "/" {
                 path = DEFAULT_INFER_PATH.to_string();
@@ -148,6 +163,8 @@ fn build_http(args: &Args, url: Url) -> Result<Request, String> {
         bytes: Bytes::from(bytes),
         body_len: body.len(),
         expected,
+        authority: url.authority,
+        shm,
     })
 }
 

@@ -47,7 +47,10 @@ pub(crate) async fn check_once(
     match tokio::time::timeout(timeout, attempt).await {
         Err(_) => Err(format!("timeout after {timeout:?}")),
         Ok(Err(e)) => Err(format!("I/O: {e}")),
-        Ok(Ok(resp)) => check::validate(&resp, request.expected.as_ref(), request.grpc),
+        Ok(Ok(resp)) => match (&request.shm, &request.expected) {
+            (Some(regions), Some(expected)) => check::validate_shm(&resp, expected, regions),
+            _ => check::validate(&resp, request.expected.as_ref(), request.grpc),
+        },
     }
 }
 

@@ -25,6 +25,10 @@ pub(crate) enum Workload {
     /// add_sub, 2 x 262144 integral FP32 as JSON (`262143.0`), JSON out.
     #[value(name = "w5", alias = "large-json-integral")]
     LargeJsonIntegral,
+    /// add_sub, 2 x 16777216 FP32 (2 x 64 MiB) in and out through system
+    /// shared memory (a gateway in bridge mode on this host; module `shm`).
+    #[value(name = "w6", alias = "shared-memory")]
+    SharedMemory,
 }
 
 impl Workload {
@@ -32,6 +36,7 @@ impl Workload {
         match self {
             Workload::SmallBinary | Workload::SmallJson => 16,
             Workload::LargeBinary | Workload::LargeJson | Workload::LargeJsonIntegral => 262_144,
+            Workload::SharedMemory => 16_777_216,
         }
     }
 
