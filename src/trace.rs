@@ -1,18 +1,22 @@
 //! W3C trace context (`traceparent`, `tracestate`) of one request, a plain
-//! value: parsed once from the client's headers by opentelemetry's
-//! [`TraceContextPropagator`] (a new trace when absent or malformed), passed
-//! by the caller to whatever calls the upstream, and injected into each
-//! upstream call's gRPC metadata: the client's trace id, the gateway's own
-//! span id as parent, the client's `tracestate`.
+//! value: parsed once from the client's headers (a new trace when absent
+//! or malformed), passed by the caller to whatever calls the upstream, and
+//! injected into each upstream call's gRPC metadata: the client's trace
+//! id, the gateway's own span id as parent, the client's `tracestate`.
+//!
+//! The version-00 `traceparent` is read and written here rather than by
+//! opentelemetry's `TraceContextPropagator`: its generic path (a header
+//! map of `String`s to extract from, a `Context` and an injector per call)
+//! cost about 3 µs of every request's CPU (docs/performance.md, "The cost
+//! budget"), for a fixed 55-character form. opentelemetry's types still
+//! hold the ids and parse `tracestate`.
 
-use std::collections::HashMap;
+use std::str::FromStr;
 
-use opentelemetry::propagation::{Injector, TextMapPropagator};
-use opentelemetry::trace::{SpanContext, TraceContextExt, TraceFlags, TraceId, TraceState};
+use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use opentelemetry::Context;
-use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
-use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
+use tonic::metadata::{MetadataMap, MetadataValue};
 
 /// Only the exact version-00 form (the one sent upstream) is passed to the
 /// propagator, which also takes later versions, short ids and a `+` sign.
@@ -35,19 +39,19 @@ pub struct TraceContext {
     client: Option<SpanContext>,
 }
 
-/// Writes the propagator's headers into gRPC metadata (empty values, such
-/// as an empty `tracestate`, are not sent).
-struct Metadata<'a>(&'a mut MetadataMap);
-
-impl Injector for Metadata<'_> {
-    fn set(&mut self, key: &str, value: String) {
-        let key = MetadataKey::from_bytes(key.as_bytes());
-        if let (Ok(key), Ok(value)) = (key, MetadataValue::try_from(value)) {
-            if !value.is_empty() {
-                self.0.insert(key, value);
-            }
-        }
-    }
+/// The client's span from a version-00 `traceparent` (`00-` 32 hex digits
+/// `-` 16 hex digits `-` 2 hex digits, checked by [`version_00`]) and its
+/// `tracestate` (dropped when invalid); `None` for all-zero ids. Of the
+/// flags, only "sampled" is kept, as the propagator keeps it.
+fn client_span(traceparent: &str, tracestate: Option<&str>) -> Option<SpanContext> {
+    let trace_id = TraceId::from_hex(traceparent.get(3..35)?).ok()?;
+    let span_id = SpanId::from_hex(traceparent.get(36..52)?).ok()?;
+    let flags = u8::from_str_radix(traceparent.get(53..55)?, 16).ok()?;
+    let state = tracestate
+        .and_then(|s| TraceState::from_str(s).ok())
+        .unwrap_or_default();
+    let flags = TraceFlags::new(flags) & TraceFlags::SAMPLED;
+    Some(SpanContext::new(trace_id, span_id, flags, true, state)).filter(SpanContext::is_valid)
 }
 
 impl TraceContext {
@@ -56,17 +60,12 @@ impl TraceContext {
     /// as far as it is valid); anything else starts a new, sampled trace.
     /// The gateway's span id is new either way.
     pub fn from_headers(traceparent: Option<&[u8]>, tracestate: Option<&[u8]>) -> TraceContext {
-        let text = |v: Option<&[u8]>| Some(std::str::from_utf8(v?).ok()?.trim().to_string());
-        let headers: HashMap<String, String> = [
-            ("traceparent", text(traceparent).filter(|v| version_00(v))),
-            ("tracestate", text(tracestate)),
-        ]
-        .into_iter()
-        .filter_map(|(name, value)| Some((name.to_string(), value?)))
-        .collect();
-        let extracted =
-            TraceContextPropagator::new().extract_with_context(&Context::new(), &headers);
-        let client = Some(extracted.span().span_context().clone()).filter(SpanContext::is_valid);
+        fn text(v: Option<&[u8]>) -> Option<&str> {
+            Some(std::str::from_utf8(v?).ok()?.trim())
+        }
+        let client = text(traceparent)
+            .filter(|v| version_00(v))
+            .and_then(|v| client_span(v, text(tracestate)));
         let ids = RandomIdGenerator::default();
         let ours = match &client {
             Some(c) => (c.trace_id(), c.trace_flags(), c.trace_state().clone()),
@@ -104,8 +103,25 @@ impl TraceContext {
     /// Adds `traceparent` (the gateway's span as parent) and a non-empty
     /// `tracestate` to an outgoing call's metadata.
     pub fn inject(&self, metadata: &mut MetadataMap) {
-        let context = Context::new().with_remote_span_context(self.ours.clone());
-        TraceContextPropagator::new().inject_context(&context, &mut Metadata(metadata));
+        let ours = &self.ours;
+        if !ours.is_valid() {
+            return;
+        }
+        let traceparent = format!(
+            "00-{}-{}-{:02x}",
+            ours.trace_id(),
+            ours.span_id(),
+            ours.trace_flags().to_u8()
+        );
+        if let Ok(value) = MetadataValue::try_from(traceparent) {
+            metadata.insert("traceparent", value);
+        }
+        let state = ours.trace_state().header();
+        if !state.is_empty() {
+            if let Ok(value) = MetadataValue::try_from(state) {
+                metadata.insert("tracestate", value);
+            }
+        }
     }
 }
 

@@ -8,7 +8,8 @@
 //! - `service.rs`: the 20 RPCs and which backend each goes to;
 //! - `unary.rs`: one unary call through [`crate::upstream::Pool::call`];
 //! - `stream_infer.rs`: `ModelStreamInfer`, one backend per stream;
-//! - `large_unary.rs`: large `ModelInfer` calls relayed while they arrive;
+//! - `relayed_infer.rs`: `ModelInfer` calls relayed as encoded (a small
+//!   one whole, a large one while it arrives);
 //! - `metadata.rs`: `grpc-timeout` and which metadata crosses the gateway;
 //! - `health.rs`: `grpc.health.v1.Health` on the same listener.
 //!
@@ -18,8 +19,8 @@
 mod auth;
 mod health;
 mod incoming;
-mod large_unary;
 mod metadata;
+mod relayed_infer;
 mod service;
 mod stream_infer;
 mod unary;
@@ -119,7 +120,7 @@ pub(crate) async fn serve_capped(
     }
     let (health, in_step) = health::service(gateway.clone()).await;
     let serving = builder
-        .add_service(large_unary::LargeUnary::new(
+        .add_service(relayed_infer::RelayedInfer::new(
             service(gateway.clone()),
             gateway,
         ))

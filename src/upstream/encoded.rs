@@ -107,6 +107,17 @@ impl EncodedInfer {
         }
     }
 
+    /// A message already encoded by the client and whole in hand (its
+    /// gRPC prefix first), relayed as it is (the passthrough's small
+    /// `ModelInfer`).
+    pub(crate) fn whole(seen: Vec<Bytes>) -> Self {
+        EncodedInfer {
+            pieces: seen.into_iter().map(Piece::Ready).collect(),
+            rest: None,
+            tap: None,
+        }
+    }
+
     fn build(
         mut message: ModelInferRequest,
         limit: usize,

@@ -1,8 +1,9 @@
 //! Raw gRPC calls: the request's message sent as pieces (`encoded`), the
 //! reply handed back as the backend's HTTP/2 response — headers, DATA
 //! frames, trailers — without tonic decoding it. The gRPC passthrough
-//! relays large `ModelInfer` calls this way, so that neither direction
-//! holds a whole message (`passthrough::large_unary`), through `Pool::call`
+//! relays `ModelInfer` calls this way: a large one without either
+//! direction holding a whole message, a small one without decoding and
+//! re-encoding it (`passthrough::relayed_infer`), through `Pool::call`
 //! (in `call`) like any call: the pool's deadline, ejection and retries.
 //!
 //! A call fails here, as a generated client's would, when the backend

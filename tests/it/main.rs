@@ -25,6 +25,7 @@ mod layering;
 mod metrics;
 mod pool;
 mod process;
+mod relayed_grpc;
 mod reload;
 mod shared_memory;
 mod streamed_body;

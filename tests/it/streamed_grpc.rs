@@ -85,7 +85,7 @@ async fn send_all(send: &mut h2::SendStream<Bytes>, mut data: Bytes) {
 pub(super) struct Answer {
     pub(super) code: Code,
     pub(super) message: String,
-    body: Bytes,
+    pub(super) body: Bytes,
 }
 
 impl RawCall {
@@ -121,6 +121,12 @@ impl RawCall {
 
     pub(super) async fn send(&mut self, data: Bytes) {
         send_all(&mut self.send, data).await;
+    }
+
+    /// Sends `data` with the end of the stream in the same frame, as
+    /// gRPC clients send a small message.
+    pub(super) fn send_last(&mut self, data: Bytes) {
+        self.send.send_data(data, true).unwrap();
     }
 
     pub(super) async fn end(&mut self) {

@@ -148,7 +148,7 @@ async fn a_large_passthrough_call_is_relayed_to_a_tls_upstream() {
         .await
         .unwrap()
         .max_decoding_message_size(64 << 20);
-    // 8 MiB: relayed as it arrives (`passthrough::large_unary`), through
+    // 8 MiB: relayed as it arrives (`passthrough::relayed_infer`), through
     // tonic's `Channel`, which TLS backends use.
     let data = bytes::Bytes::from(vec![7u8; 8 << 20]);
     let request = ModelInferRequest {

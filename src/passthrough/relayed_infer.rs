@@ -1,16 +1,22 @@
-//! Large `ModelInfer` calls relayed while they arrive. In front of the
+//! `ModelInfer` calls relayed as the client encoded them. In front of the
 //! generated service, a `ModelInfer` call's first bytes are read: gRPC's
 //! message prefix, then the message's leading fields up to its first
 //! `raw_input_contents` entry (`wire::grpc_head`). An uncompressed message
-//! of [`STREAM_FROM`] bytes or more whose leading fields come first (every
-//! protobuf encoder writes fields in number order) is routed on those
-//! fields — model, `sequence_id` — and its bytes relayed unchanged to the
-//! backend as they come (`body::BodyRest`, `upstream::raw`); the backend's
-//! answer goes back frame by frame, its trailers as they were.
+//! whose leading fields come first (every protobuf encoder writes fields
+//! in number order) is routed on those fields — model, `sequence_id` —
+//! and its bytes go to the backend unchanged (`upstream::raw`); the
+//! backend's answer goes back frame by frame, its trailers as they were:
 //!
-//! Anything else — a small or compressed message, leading fields that do
-//! not end within [`HEAD_MAX`] — is handed to the generated service with
-//! the bytes read put back in front, and decoded whole as before.
+//! - a small one — whole in the body's first frame, which ends the body,
+//!   and within `upstream.max_message_bytes` — as the one piece it is.
+//!   Decoding and re-encoding it both ways cost the passthrough about a
+//!   sixth of its user CPU on a small call (docs/performance.md);
+//! - one of [`STREAM_FROM`] bytes or more as it comes (`body::BodyRest`).
+//!
+//! Anything else — a compressed message, a small one spread over frames
+//! or followed by more of the body, leading fields that do not end within
+//! [`HEAD_MAX`] — is handed to the generated service with the bytes read
+//! put back in front, and decoded whole as before.
 //!
 //! A body that ends before its message does, or holds more than one
 //! message, never completes the message upstream: the stream is reset
@@ -63,25 +69,25 @@ const HEAD_MAX: usize = 1 << 20;
 
 /// The inference service, its large `ModelInfer` calls relayed here.
 #[derive(Clone)]
-pub(crate) struct LargeUnary {
+pub(crate) struct RelayedInfer {
     inner: GrpcInferenceServiceServer<Passthrough>,
     gateway: Arc<Gateway>,
 }
 
-impl LargeUnary {
+impl RelayedInfer {
     pub(super) fn new(
         inner: GrpcInferenceServiceServer<Passthrough>,
         gateway: Arc<Gateway>,
-    ) -> LargeUnary {
-        LargeUnary { inner, gateway }
+    ) -> RelayedInfer {
+        RelayedInfer { inner, gateway }
     }
 }
 
-impl NamedService for LargeUnary {
+impl NamedService for RelayedInfer {
     const NAME: &'static str = <GrpcInferenceServiceServer<Passthrough> as NamedService>::NAME;
 }
 
-impl Service<http::Request<Body>> for LargeUnary {
+impl Service<http::Request<Body>> for RelayedInfer {
     type Response = http::Response<Body>;
     type Error = Infallible;
     type Future = BoxFuture<Self::Response, Self::Error>;
@@ -96,8 +102,9 @@ impl Service<http::Request<Body>> for LargeUnary {
         }
         let mut inner = self.inner.clone();
         let gateway = self.gateway.clone();
+        let limit = gateway.config().upstream.max_message_bytes as u64;
         Box::pin(async move {
-            match open(request).await {
+            match open(request, limit).await {
                 Opened::Whole(request) => inner.call(request).await,
                 Opened::Large(large) => Ok(relay(&gateway, large).await),
             }
@@ -115,19 +122,22 @@ enum Opened {
     Large(Large),
 }
 
-/// A large message's call: its head, the bytes read so far (its prefix
-/// first), and the body they came from.
+/// A relayed message's call: its head, the bytes read so far (its prefix
+/// first), and the rest of the body they came from.
 struct Large {
     parts: http::request::Parts,
     seen: Vec<Bytes>,
     leading: ModelInferRequest,
     /// The message's length, from its prefix.
     len: u64,
-    body: Body,
+    /// `None`: the message is whole in `seen` and the body ended with it.
+    body: Option<Body>,
 }
 
 /// Reads frames until the call's size and leading fields are known.
-async fn open(request: http::Request<Body>) -> Opened {
+/// `limit`: `upstream.max_message_bytes`, above which a small message is
+/// left to the generated service's refusal.
+async fn open(request: http::Request<Body>, limit: u64) -> Opened {
     let (parts, mut body) = request.into_parts();
     let mut seen: VecDeque<Result<Frame<Bytes>, Status>> = VecDeque::new();
     // The data so far in one piece, once it came in more than one frame.
@@ -156,10 +166,17 @@ async fn open(request: http::Request<Body>) -> Opened {
             joined.extend_from_slice(&data);
             &joined
         };
-        match decide(bytes, &mut walked) {
+        let decision = match decide(bytes, &mut walked, limit) {
+            // Only a body that ended with its message is relayed as it is;
+            // anything after it is left to the decoder's checks.
+            Decision::Small { .. } if !body.is_end_stream() => Decision::Whole,
+            decision => decision,
+        };
+        match decision {
             Decision::More => continue,
             Decision::Whole => return Opened::Whole(replayed(parts, seen, Some(body))),
-            Decision::Large { head_len, len } => {
+            Decision::Small { head_len, len } | Decision::Large { head_len, len } => {
+                let small = matches!(decision, Decision::Small { .. });
                 let leading = &bytes[PREFIX_LEN..PREFIX_LEN + head_len];
                 let Ok(leading) = ModelInferRequest::decode(leading) else {
                     return Opened::Whole(replayed(parts, seen, Some(body)));
@@ -170,7 +187,7 @@ async fn open(request: http::Request<Body>) -> Opened {
                     seen,
                     leading,
                     len,
-                    body,
+                    body: (!small).then_some(body),
                 });
             }
         }
@@ -185,6 +202,12 @@ fn data_of(frame: &Result<Frame<Bytes>, Status>) -> Option<Bytes> {
 enum Decision {
     More,
     Whole,
+    /// Relay it as it is: a message whole in the bytes so far, within the
+    /// message limit, its leading fields its first `head_len` bytes.
+    Small {
+        head_len: usize,
+        len: u64,
+    },
     /// Relay it: the leading fields are the message's first `head_len`
     /// bytes, the message `len` bytes long.
     Large {
@@ -195,12 +218,18 @@ enum Decision {
 
 /// `walked`: where the last walk of the leading fields stopped (see
 /// `grpc_head::head`), updated.
-fn decide(bytes: &[u8], walked: &mut usize) -> Decision {
+fn decide(bytes: &[u8], walked: &mut usize, limit: u64) -> Decision {
     let Some(prefix) = grpc_head::prefix(bytes) else {
         return Decision::More;
     };
     let len = u64::from(prefix.len);
     let message = &bytes[PREFIX_LEN..];
+    if !prefix.compressed && len < STREAM_FROM && len <= limit && message.len() as u64 == len {
+        return match grpc_head::head(message, 0) {
+            Head::Ends { len: head_len } => Decision::Small { head_len, len },
+            Head::Incomplete { .. } | Head::Unwalkable => Decision::Whole,
+        };
+    }
     // A body holding more than its message is left to the decoder's checks.
     if prefix.compressed || len < STREAM_FROM || message.len() as u64 >= len {
         return Decision::Whole;
@@ -273,15 +302,20 @@ async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
         Err(status) => return status.into_http(),
     };
     let inflight = gateway.inflight().enter();
-    let limit = gateway.config().limits.max_streamed_body_size as u64;
-    if len > limit {
-        return too_large(len, limit).to_status().into_http();
-    }
-    let (feed, rest) = body::channel();
-    tokio::spawn(pump(body, feed));
-    let in_hand: u64 = seen.iter().map(|b| b.len() as u64).sum();
-    let owed = (PREFIX_LEN as u64 + len).saturating_sub(in_hand);
-    let message = EncodedInfer::raw(seen, owed, rest.clone());
+    let (message, rest) = match body {
+        None => (EncodedInfer::whole(seen), None),
+        Some(body) => {
+            let limit = gateway.config().limits.max_streamed_body_size as u64;
+            if len > limit {
+                return too_large(len, limit).to_status().into_http();
+            }
+            let (feed, rest) = body::channel();
+            tokio::spawn(pump(body, feed));
+            let in_hand: u64 = seen.iter().map(|b| b.len() as u64).sum();
+            let owed = (PREFIX_LEN as u64 + len).saturating_sub(in_hand);
+            (EncodedInfer::raw(seen, owed, rest.clone()), Some(rest))
+        }
+    };
     let sequence = sequence_key(&leading);
     let target = Target {
         model: Some(&leading.model_name),
@@ -306,8 +340,10 @@ async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
     match answer {
         Ok(answer) => relayed(answer, (permit, inflight)),
         Err(error) => {
-            let error = body_failure(&rest).unwrap_or(error);
-            rest.abandon();
+            let error = rest.as_ref().and_then(body_failure).unwrap_or(error);
+            if let Some(rest) = &rest {
+                rest.abandon();
+            }
             tracing::debug!(code = ?error.kind.status().1, message = %error.message, "streamed gRPC call failed");
             error.to_status().into_http()
         }
