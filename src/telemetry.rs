@@ -61,6 +61,7 @@ impl Telemetry {
                 (Some(layer), Some(provider), Some(runtime))
             }
         };
+        EXPORTS_SPANS.store(otel.is_some(), std::sync::atomic::Ordering::Relaxed);
         tracing_subscriber::registry()
             .with(filter)
             .with(fmt)
@@ -87,6 +88,14 @@ impl Drop for Telemetry {
             let _ = provider.shutdown();
         }
     }
+}
+
+/// Whether an OTLP exporter takes spans (`log.otlp_endpoint`): the
+/// request span is at `info` level then, at `debug` otherwise.
+static EXPORTS_SPANS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub(crate) fn exports_spans() -> bool {
+    EXPORTS_SPANS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Writes the log lines still buffered: before the process ends, and

@@ -15,6 +15,23 @@ use crate::front::plan::Plan;
 use crate::front::route::Route;
 use crate::trace::TraceContext;
 
+/// The span of one request (`route`'s name and model; status, backend and
+/// upstream time recorded when it is answered), at `level`.
+macro_rules! request_span {
+    ($level:expr, $route:expr) => {
+        tracing::span!(
+            $level,
+            "request",
+            otel.name = $route.name(),
+            otel.kind = "server",
+            route = $route.name(),
+            model = $route.model().unwrap_or_default(),
+            http.status = tracing::field::Empty,
+            backend = tracing::field::Empty,
+            upstream_us = tracing::field::Empty,
+        )
+    };
+}
 impl Pipeline {
     /// Plans and answers one request (method check included).
     pub async fn handle(&self, req: HttpRequest) -> HttpResponse {
@@ -43,16 +60,15 @@ impl Pipeline {
         let route = &plan.route;
         let started = std::time::Instant::now();
         let bytes_in = req.body_len() as usize;
-        let span = tracing::info_span!(
-            "request",
-            otel.name = route.name(),
-            otel.kind = "server",
-            route = route.name(),
-            model = route.model().unwrap_or_default(),
-            http.status = tracing::field::Empty,
-            backend = tracing::field::Empty,
-            upstream_us = tracing::field::Empty,
-        );
+        // At `info` only when an OTLP exporter takes it: otherwise the log
+        // layer's bookkeeping of a span it never prints (its fields
+        // formatted, entered and left on every poll) cost ~10 µs of every
+        // request (docs/performance.md, "The cost budget").
+        let span = if crate::telemetry::exports_spans() {
+            request_span!(tracing::Level::INFO, route)
+        } else {
+            request_span!(tracing::Level::DEBUG, route)
+        };
         let (parent, state) = &plan.trace;
         let trace = TraceContext::from_headers(parent.as_deref(), state.as_deref()).joined(&span);
         let trace_id = trace.trace_id();
