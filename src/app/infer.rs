@@ -35,15 +35,16 @@ pub(crate) struct InferCall<'r> {
     /// Of a streamed body: the rest, and for each raw entry the size of
     /// the bytes that follow in it (`to_grpc::streamed_sizes`).
     streamed: Option<Streamed>,
+    /// Where the reply's raw outputs go as they arrive (`upstream::reply`),
+    /// if anywhere.
+    tap: Option<ReplyTap>,
 }
 
-/// The streamed part of a call: the body's rest, the sizes of its raw
-/// entries, and where the reply's raw outputs go as they arrive
-/// (`upstream::reply`; only a streamed call relays them).
+/// The streamed part of a call: the body's rest and the sizes of its raw
+/// entries.
 struct Streamed {
     rest: BodyRest,
     sizes: Vec<Option<u64>>,
-    tap: Option<ReplyTap>,
 }
 
 impl<'r> InferCall<'r> {
@@ -57,24 +58,16 @@ impl<'r> InferCall<'r> {
             streamed: rest.map(|rest| Streamed {
                 rest,
                 sizes: to_grpc::streamed_sizes(request),
-                tap: None,
             }),
+            tap: None,
         }
     }
 
-    /// The call of `request` whose inputs follow from `rest`, the reply's
-    /// raw outputs into `tap` as they arrive; the reply
-    /// [`Gateway::send_infer`] returns then lacks them.
-    pub(crate) fn tapped(
-        request: &'r InferRequest,
-        rest: BodyRest,
-        tap: ReplyTap,
-    ) -> InferCall<'r> {
-        let mut call = InferCall::new(request, Some(rest));
-        if let Some(streamed) = &mut call.streamed {
-            streamed.tap = Some(tap);
-        }
-        call
+    /// The call with the reply's raw outputs into `tap` as they arrive;
+    /// the reply [`Gateway::send_infer`] returns then lacks them.
+    pub(crate) fn tapped(mut self, tap: ReplyTap) -> InferCall<'r> {
+        self.tap = Some(tap);
+        self
     }
 
     /// The call on its own, for a task that outlives the request.
@@ -84,6 +77,7 @@ impl<'r> InferCall<'r> {
             sequence: self.sequence,
             message: self.message,
             streamed: self.streamed,
+            tap: self.tap,
         }
     }
 }
@@ -119,16 +113,18 @@ impl Gateway {
             sequence,
             message,
             streamed,
+            tap,
         } = call;
         let pool = self.pool();
         let encoded = match streamed {
             None => EncodedInfer::new(message, pool.settings().max_message_bytes),
             // Not held, so only gRPC's own 4 GiB bounds it (and the
             // upstream's maximum, with its own error).
-            Some(Streamed { rest, sizes, tap }) => {
-                EncodedInfer::streamed(message, usize::MAX, &sizes, rest).map(|e| e.tapped(tap))
+            Some(Streamed { rest, sizes }) => {
+                EncodedInfer::streamed(message, usize::MAX, &sizes, rest)
             }
-        };
+        }
+        .map(|e| e.tapped(tap));
         unary(pool, ctx, target(&model, &sequence), encoded).await
     }
 

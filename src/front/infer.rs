@@ -52,16 +52,17 @@ impl Pipeline {
                 .infer_streamed_answer(ctx, plan, request, rest.clone())
                 .await;
         }
+        // Shared-memory outputs are written into their windows as they
+        // arrive.
         let mut response = self
             .gateway
-            .call_infer(ctx, &request, rest.as_ref())
+            .call_infer_into(ctx, &request, rest.as_ref(), held)
             .await
             .map_err(|error| match &rest {
                 Some(rest) => sent_error(&request, rest, error),
                 None => error,
             })?;
         outputs::keep_requested(&mut response, &request)?;
-        held.write(&mut response).await?;
         // Sent: the answer is made without the input tensors.
         request.inputs = Vec::new();
         let encoded = v2_response::encode(&response, &request)?;

@@ -24,7 +24,7 @@ use crate::front::pipeline::Pipeline;
 use crate::front::plan::Plan;
 use crate::model::{element_count, InferRequest, InferResponse, OutputKind};
 use crate::translate::{from_grpc, outputs};
-use crate::upstream::reply::{self, ReplyTap, Tapped};
+use crate::upstream::reply::{self, join, ReplyTap, Tapped};
 use crate::wire::v2_response;
 
 /// Chunks between the relay and the session: the tap's queue holds the
@@ -81,7 +81,9 @@ impl Pipeline {
         let gateway = self.gateway.clone();
         // The same context: the access log sees the call's backend and time.
         let ctx = ctx.clone();
-        let call = InferCall::tapped(request, rest, tap.clone()).into_owned();
+        let call = InferCall::new(request, Some(rest))
+            .tapped(tap.clone())
+            .into_owned();
         tokio::spawn(async move {
             let sent = gateway.send_infer(&ctx, call).await;
             tap.end(sent.map(drop)).await;
@@ -254,13 +256,4 @@ async fn collect(tapped: &mut mpsc::Receiver<Tapped>) -> Result<Vec<Bytes>> {
         }
     }
     Err(Error::internal("the upstream call ended without an answer"))
-}
-
-/// One output's chunks as one `Bytes` (a copy only when it came in
-/// several).
-fn join(chunks: Vec<Bytes>) -> Bytes {
-    match <[Bytes; 1]>::try_from(chunks) {
-        Ok([one]) => one,
-        Err(chunks) => Bytes::from(chunks.concat()),
-    }
 }

@@ -57,6 +57,15 @@ pub(crate) enum Tapped {
     Ended(Result<(), Error>),
 }
 
+/// One raw output's `Data` chunks as one `Bytes` (a copy only when it
+/// came in several).
+pub(crate) fn join(chunks: Vec<Bytes>) -> Bytes {
+    match <[Bytes; 1]>::try_from(chunks) {
+        Ok([one]) => one,
+        Err(chunks) => Bytes::from(chunks.concat()),
+    }
+}
+
 /// The sending end, carried by the call's request; cheap to clone.
 #[derive(Clone)]
 pub(crate) struct ReplyTap(mpsc::Sender<Tapped>);

@@ -25,16 +25,21 @@
 //!    `checks::tensor_sizes`, with the core's text, as Triton); every
 //!    shared-memory output's window is leased and its `shared_memory`
 //!    cleared, so `to_grpc` asks the upstream for the bytes.
-//! 2. **Before the answer is encoded**: [`HeldOutputs::write`] writes each
-//!    leased output's bytes into its region and empties its `data`. Such
-//!    a request never streams its answer (`Plan::answer_streams` wants
-//!    every output binary, and a shared-memory output is not). The leases
-//!    live until then, so the regions cannot be unregistered meanwhile
-//!    (Triton's "in use").
+//! 2. **While the answer arrives** (`answer`, `Gateway::call_infer_into`):
+//!    the call has a reply tap, and each leased output's raw bytes are
+//!    written into its region as the upstream's frames arrive, never
+//!    collected whole (an output larger than its window is refused at its
+//!    first byte); one sent as typed `contents` is written from the
+//!    translated answer by [`HeldOutputs::write`]. The answer lists them
+//!    with empty `data`. Such a request never streams its answer to the
+//!    client (`Plan::answer_streams` wants every output binary, and a
+//!    shared-memory output is not). The leases live until then, so the
+//!    regions cannot be unregistered meanwhile (Triton's "in use").
 //!
 //! Reads and writes are synchronous file I/O, a memory copy on tmpfs: from
 //! [`OFF_THREAD_BYTES`] on they run on tokio's blocking pool.
 
+mod answer;
 mod region;
 mod regions;
 
@@ -153,8 +158,9 @@ impl Bridge {
 }
 
 impl HeldOutputs {
-    /// Hook 2 (module doc): writes each held output's bytes from the answer
-    /// into its region and empties its `data`. An output the answer lacks
+    /// Hook 2 for outputs not written as they arrived (module doc): writes
+    /// each held output's bytes from the answer into its region and empties
+    /// its `data`. An output the answer lacks
     /// is left alone (the answer does not list it either). Nothing held
     /// (forward mode, no shared-memory output): nothing done.
     pub(crate) async fn write(self, response: &mut InferResponse) -> Result<()> {

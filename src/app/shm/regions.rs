@@ -183,20 +183,36 @@ impl Lease {
     }
 
     /// Writes an output's bytes (`pieces`, in order) at the start of the
-    /// leased window; they must fit it (Triton's text for an output region
-    /// too small).
+    /// leased window; they must fit it ([`Lease::fits`]).
     pub(crate) fn write(&self, output: &str, pieces: &[Bytes]) -> Result<()> {
         let total = pieces
             .iter()
             .try_fold(0usize, |sum, p| sum.checked_add(p.len()));
-        match total {
-            Some(total) if total <= self.len => self.region.write(self.at, total, pieces),
+        self.fits(output, total)?;
+        self.region.write(self.at, total.unwrap_or(0), pieces)
+    }
+
+    /// Whether an output of `len` bytes (`None`: more than `usize::MAX`)
+    /// fits the window: Triton's text for an output region too small.
+    pub(crate) fn fits(&self, output: &str, len: Option<usize>) -> Result<()> {
+        match len {
+            Some(len) if len <= self.len => Ok(()),
             _ => Err(Error::invalid(format!(
                 "shared memory size specified with the request for output '{output}' ({} bytes) should be at least {} bytes to hold the results",
                 self.len,
-                total.map_or_else(|| "more than usize::MAX".to_string(), |t| t.to_string())
+                len.map_or_else(|| "more than usize::MAX".to_string(), |t| t.to_string())
             ))),
         }
+    }
+
+    /// Writes `chunk`, a part of an output that [`Lease::fits`], at `from`
+    /// bytes into the window.
+    pub(crate) fn write_at(&self, from: usize, chunk: &Bytes) -> Result<()> {
+        let end = from.checked_add(chunk.len()).filter(|end| *end <= self.len);
+        let at = end.and_then(|_| self.at.checked_add(from as u64));
+        let at = at.ok_or_else(|| Error::internal("an output's part outside its window"))?;
+        self.region
+            .write(at, chunk.len(), std::slice::from_ref(chunk))
     }
 }
 
