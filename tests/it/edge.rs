@@ -340,8 +340,12 @@ fn read_to_close_or_answer(stream: &mut TcpStream) -> Vec<u8> {
 
 #[test]
 fn the_connection_cap_refuses_at_once_and_admin_still_answers() {
+    // One serving thread: it accepts and admits in the order clients
+    // connected. With two, one thread could admit the probe while the
+    // other had yet to admit the fourth held client, and the probe would
+    // be served (seen once, under a loaded machine).
     let gw = Gw::start(
-        "[connections]\nmax_connections = 4\nheader_timeout_ms = 60000\n",
+        "[server]\nthreads = 1\n[connections]\nmax_connections = 4\nheader_timeout_ms = 60000\n",
         &[],
     );
     let held = hold(&gw, 4);
