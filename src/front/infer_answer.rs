@@ -49,7 +49,7 @@ impl Pipeline {
                 raw_follow,
             }) => (response, raw_follow),
             Some(Tapped::Ended(Err(error))) => return Err(sent_error(&request, &rest, error)),
-            _ => return Err(Error::internal("the upstream call ended without an answer")),
+            _ => return Err(reply::ended_without_answer()),
         };
         // Sent: the answer is made without the input tensors.
         request.inputs = Vec::new();
@@ -255,5 +255,5 @@ async fn collect(tapped: &mut mpsc::Receiver<Tapped>) -> Result<Vec<Bytes>> {
             Tapped::Head { .. } => break,
         }
     }
-    Err(Error::internal("the upstream call ended without an answer"))
+    Err(reply::ended_without_answer())
 }

@@ -224,19 +224,22 @@ fn decide(bytes: &[u8], walked: &mut usize, limit: u64) -> Decision {
     };
     let len = u64::from(prefix.len);
     let message = &bytes[PREFIX_LEN..];
-    if !prefix.compressed && len < STREAM_FROM && len <= limit && message.len() as u64 == len {
-        return match grpc_head::head(message, 0) {
-            Head::Ends { len: head_len } => Decision::Small { head_len, len },
-            Head::Incomplete { .. } | Head::Unwalkable => Decision::Whole,
-        };
-    }
-    // A body holding more than its message is left to the decoder's checks.
-    if prefix.compressed || len < STREAM_FROM || message.len() as u64 >= len {
+    let in_hand = message.len() as u64;
+    let small = len < STREAM_FROM;
+    // A small message must be whole in the first frame; a body holding
+    // more than its message is left to the decoder's checks.
+    let relayable = if small {
+        in_hand == len && len <= limit
+    } else {
+        in_hand < len
+    };
+    if prefix.compressed || !relayable {
         return Decision::Whole;
     }
     match grpc_head::head(message, *walked) {
+        Head::Ends { len: head_len } if small => Decision::Small { head_len, len },
         Head::Ends { len: head_len } => Decision::Large { head_len, len },
-        Head::Incomplete { walked: at } if message.len() < HEAD_MAX => {
+        Head::Incomplete { walked: at } if !small && message.len() < HEAD_MAX => {
             *walked = at;
             Decision::More
         }

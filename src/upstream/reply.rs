@@ -57,6 +57,11 @@ pub(crate) enum Tapped {
     Ended(Result<(), Error>),
 }
 
+/// A tap whose items ended before the call's answer was whole.
+pub(crate) fn ended_without_answer() -> Error {
+    Error::internal("the upstream call ended without an answer")
+}
+
 /// One raw output's `Data` chunks as one `Bytes` (a copy only when it
 /// came in several).
 pub(crate) fn join(chunks: Vec<Bytes>) -> Bytes {

@@ -13,7 +13,7 @@
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use super::{HeldOutputs, Lease, OFF_THREAD_BYTES};
+use super::{on_blocking_pool, HeldOutputs, Lease, OFF_THREAD_BYTES};
 use crate::app::infer::InferCall;
 use crate::app::Gateway;
 use crate::body::BodyRest;
@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::model::{InferRequest, InferResponse};
 use crate::proto::inference::ModelInferResponse;
 use crate::translate::{from_grpc, outputs};
-use crate::upstream::reply::{self, join, Tapped};
+use crate::upstream::reply::{self, ended_without_answer, join, Tapped};
 
 impl Gateway {
     /// [`Gateway::call_infer`] for a request that holds output windows
@@ -108,17 +108,15 @@ impl Sink {
             }
             return Err(ended_without_answer());
         }
-        let drained = tokio::task::spawn_blocking(move || {
+        on_blocking_pool(move || {
             while let Some(item) = tapped.blocking_recv() {
                 if let Some(drained) = self.take(item)? {
                     return Ok(drained);
                 }
             }
             Err(ended_without_answer())
-        });
-        drained
-            .await
-            .map_err(|e| Error::internal(format!("shared-memory I/O did not finish: {e}")))?
+        })
+        .await
     }
 
     /// One item of the answer; the answer once the call ended well.
@@ -185,10 +183,6 @@ impl Sink {
         let response = from_grpc::model_infer_with_raw(head, raw, &self.request.id);
         Ok((response, held))
     }
-}
-
-fn ended_without_answer() -> Error {
-    Error::internal("the upstream call ended without an answer")
 }
 
 #[cfg(test)]

@@ -190,6 +190,13 @@ async fn off_thread<R: Send + 'static>(
     if bytes < OFF_THREAD_BYTES {
         return io();
     }
+    on_blocking_pool(io).await
+}
+
+/// Runs `io` on tokio's blocking pool.
+async fn on_blocking_pool<R: Send + 'static>(
+    io: impl FnOnce() -> Result<R> + Send + 'static,
+) -> Result<R> {
     tokio::task::spawn_blocking(io)
         .await
         .map_err(|e| Error::internal(format!("shared-memory I/O did not finish: {e}")))?
