@@ -22,7 +22,7 @@ use crate::translate::{from_grpc, to_grpc};
 use crate::upstream::call::{self, Attempt};
 use crate::upstream::encoded::EncodedInfer;
 use crate::upstream::reply::ReplyTap;
-use crate::upstream::rpc::unary;
+use crate::upstream::rpc::model_infer;
 use crate::upstream::{Lease, Target};
 
 /// One `ModelInfer` (or `ModelStreamInfer`) call of a checked request.
@@ -125,7 +125,7 @@ impl Gateway {
             }
         }
         .map(|e| e.tapped(tap));
-        unary(pool, ctx, target(&model, &sequence), encoded).await
+        model_infer(pool, ctx, target(&model, &sequence), encoded).await
     }
 
     /// `ModelStreamInfer` with the one request, half-closed after it; the

@@ -54,12 +54,9 @@ use crate::proto::inference::ModelInferRequest;
 use crate::translate::sequence::sequence_key;
 use crate::upstream::call::{failure_text, CallSpec};
 use crate::upstream::encoded::EncodedInfer;
-use crate::upstream::raw::RawReply;
+use crate::upstream::raw::{RawReply, MODEL_INFER};
 use crate::upstream::Target;
 use crate::wire::grpc_head::{self, Head, PREFIX_LEN};
-
-/// The method relayed here.
-const MODEL_INFER: &str = "/inference.GRPCInferenceService/ModelInfer";
 
 /// Leading fields read ahead at most. They describe the tensors (tens of
 /// bytes per input and output), so a message whose first tensor entry lies

@@ -14,7 +14,9 @@
 //! - `reply.rs`: `ModelInfer` replies whose raw outputs are handed on as
 //!   they arrive;
 //! - `raw.rs`: calls whose reply is handed back undecoded (the
-//!   passthrough's large `ModelInfer`);
+//!   passthrough's `ModelInfer`);
+//! - `unary_reply.rs`: a raw call's one message and status, read as
+//!   tonic's client reads them (the HTTP path's `ModelInfer`);
 //! - `thread_slot.rs`: which request channel the calling thread uses;
 //! - `model_info.rs`: the cache of model signatures.
 
@@ -35,6 +37,7 @@ pub(crate) mod rpc;
 pub(crate) mod select;
 pub(crate) mod thread_slot;
 mod transport;
+mod unary_reply;
 
 use std::time::Duration;
 

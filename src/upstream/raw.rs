@@ -23,6 +23,9 @@ use tower_service::Service;
 use super::encoded::EncodedInfer;
 use super::transport::Transport;
 
+/// The path of `ModelInfer`.
+pub(crate) const MODEL_INFER: &str = "/inference.GRPCInferenceService/ModelInfer";
+
 /// A backend's request transport and where it is.
 pub(crate) struct RawClient {
     transport: Transport,

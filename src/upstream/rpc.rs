@@ -3,7 +3,8 @@
 //! whether a server may lack it ([`Rpc`]), so a call states only its
 //! target and its message. [`unary`] makes such a call for the gateway's
 //! own needs through [`Pool::call`]; the gRPC passthrough relays its
-//! clients' calls with [`Rpc::send`] too.
+//! clients' calls with [`Rpc::send`] too. [`model_infer`] is the one
+//! `ModelInfer` of the gateway's own: a raw call (`raw`, `unary_reply`).
 
 use std::future::Future;
 
@@ -13,7 +14,8 @@ use super::backend::OptionalRpc;
 use super::call::{request, CallSpec};
 use super::encoded::EncodedInfer;
 use super::pool::{Pool, Target};
-use super::Client;
+use super::raw::MODEL_INFER;
+use super::{unary_reply, Client};
 use crate::context::RequestContext;
 use crate::error::Result;
 use crate::proto::inference as pb;
@@ -70,7 +72,9 @@ rpcs! {
 }
 
 /// `ModelInfer` of a message encoded once (`encoded`), or the encoding's
-/// refusal, which fails the call as the attempt's status.
+/// refusal, which fails the call as the attempt's status (the
+/// passthrough's decoded `ModelInfer`; the gateway's own is
+/// [`model_infer`]).
 impl Rpc for std::result::Result<EncodedInfer, Status> {
     type Response = pb::ModelInferResponse;
 
@@ -101,6 +105,38 @@ pub(crate) async fn unary<M: Rpc>(
             lease.client(),
             request(message.clone(), timeout, ctx.trace()),
         )
+    })
+    .await
+}
+
+/// `ModelInfer` of a message encoded once (`encoded`; its refusal fails
+/// the call as the attempt's status), on a backend serving `target`,
+/// within the configured deadline: a raw call whose answer is read by
+/// `unary_reply`, not by the generated client (the reason is there).
+pub(crate) async fn model_infer(
+    pool: &Pool,
+    ctx: &RequestContext,
+    target: Target<'_>,
+    message: std::result::Result<EncodedInfer, Status>,
+) -> Result<pb::ModelInferResponse> {
+    let spec = CallSpec {
+        target,
+        deadline: None,
+        optional: None,
+    };
+    let limit = pool.settings().max_message_bytes;
+    pool.call(ctx, &spec, |lease, timeout| {
+        let message = message.clone();
+        let raw = lease.raw();
+        let mut metadata = tonic::metadata::MetadataMap::new();
+        if let Some(trace) = ctx.trace() {
+            trace.inject(&mut metadata);
+        }
+        async move {
+            let reply = raw.call(MODEL_INFER, metadata, timeout, message?).await?;
+            let answer = unary_reply::message(reply.into_inner(), limit).await?;
+            Ok(Response::new(answer))
+        }
     })
     .await
 }
