@@ -113,7 +113,11 @@ impl TraceContext {
             ours.span_id(),
             ours.trace_flags().to_u8()
         );
-        if let Ok(value) = MetadataValue::try_from(traceparent) {
+        // New with every request: marked never to be indexed, so HPACK
+        // sends it as a literal rather than filling its table with values
+        // that never come again.
+        if let Ok(mut value) = MetadataValue::try_from(traceparent) {
+            value.set_sensitive(true);
             metadata.insert("traceparent", value);
         }
         let state = ours.trace_state().header();

@@ -81,15 +81,31 @@ impl RawClient {
     }
 }
 
-/// `metadata`, the deadline in tonic's own `grpc-timeout` wording, and
-/// the headers every gRPC request carries.
+/// `metadata`, the deadline as `grpc-timeout`, and the headers every gRPC
+/// request carries.
 fn headers(metadata: MetadataMap, timeout: Duration) -> http::HeaderMap {
-    let mut timed = tonic::Request::from_parts(metadata, tonic::Extensions::default(), ());
-    timed.set_timeout(timeout);
-    let mut headers = timed.into_parts().0.into_headers();
+    let mut headers = metadata.into_headers();
+    headers.insert("grpc-timeout", grpc_timeout(timeout));
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     headers.insert(TE, HeaderValue::from_static("trailers"));
     headers
+}
+
+/// `timeout` in whole milliseconds (seconds from ~28 hours, where the
+/// milliseconds would pass gRPC's 8 digits), rounded down. Not tonic's
+/// wording, which picks the finest unit that fits (microseconds for the
+/// default 30 s): a value that changes with every call is a new HPACK
+/// literal every time, and its table entry pushes out the ones that
+/// repeat (`content-type`, `te`, `:authority`). In milliseconds the first
+/// attempt's remaining time is nearly always the same value, sent as a
+/// one-byte index.
+fn grpc_timeout(timeout: Duration) -> HeaderValue {
+    const MAX: u128 = 99_999_999;
+    let text = match timeout.as_millis() {
+        ms @ 0..=MAX => format!("{ms}m"),
+        _ => format!("{}S", u128::from(timeout.as_secs()).min(MAX)),
+    };
+    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("99999999S"))
 }
 
 /// The failure a reply's head carries: a status without a message, or
@@ -138,6 +154,16 @@ mod tests {
                 .insert(*name, HeaderValue::from_static(value));
         }
         reply
+    }
+
+    #[test]
+    fn the_deadline_goes_in_whole_milliseconds_within_grpcs_eight_digits() {
+        let text = |d: Duration| grpc_timeout(d).to_str().unwrap().to_string();
+        assert_eq!(text(Duration::from_micros(29_999_972)), "29999m");
+        assert_eq!(text(Duration::from_micros(999)), "0m");
+        assert_eq!(text(Duration::from_millis(99_999_999)), "99999999m");
+        assert_eq!(text(Duration::from_millis(100_000_000)), "100000S");
+        assert_eq!(text(Duration::MAX), "99999999S");
     }
 
     #[test]
