@@ -138,7 +138,8 @@ impl EncodedInfer {
             sum.saturating_add(key_len(RAW_INPUT_CONTENTS) as u64 + encoded_len_varint(*n) as u64)
                 .saturating_add(*n)
         });
-        let len = (message.encoded_len() as u64).saturating_add(entries);
+        let fields = message.encoded_len();
+        let len = (fields as u64).saturating_add(entries);
         if len > limit as u64 {
             return Err(Status::out_of_range(format!(
                 "Error, encoded message length too large: found {len} bytes, the limit is: {limit} bytes"
@@ -154,8 +155,7 @@ impl EncodedInfer {
             .filter(|r| r.len() < COPY_BELOW)
             .map(Bytes::len)
             .sum();
-        let mut head =
-            BytesMut::with_capacity(PREFIX + message.encoded_len() + copied + 16 * raw.len());
+        let mut head = BytesMut::with_capacity(PREFIX + fields + copied + 16 * raw.len());
         head.put_u8(0);
         head.put_u32(prefix_len);
         message.encode_raw(&mut head);
