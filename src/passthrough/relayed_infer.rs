@@ -332,9 +332,7 @@ async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
         .pool()
         .call(&ctx, &spec, |lease, timeout| {
             let message = message.clone();
-            lease
-                .raw()
-                .call(MODEL_INFER, forwarded.clone(), timeout, message)
+            lease.raw().call(forwarded.clone(), timeout, message)
         })
         .await;
     match answer {

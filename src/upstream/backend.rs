@@ -90,6 +90,8 @@ pub struct Backend {
     pub label: String,
     /// `http://addr` (or `https://`): scheme and authority of every call.
     origin: http::Uri,
+    /// `ModelInfer` at `origin`, for raw calls.
+    model_infer_uri: http::Uri,
     settings: Arc<UpstreamSettings>,
     /// Request traffic, one transport per [`thread_slot`]: each connects
     /// on first use, on the runtime of the thread that uses it.
@@ -127,10 +129,12 @@ pub struct Backend {
 
 impl Backend {
     pub fn new(addr: SocketAddr, settings: Arc<UpstreamSettings>) -> Backend {
+        let origin = origin(addr, settings.tls.is_some());
         Backend {
             addr,
             label: addr.to_string(),
-            origin: origin(addr, settings.tls.is_some()),
+            model_infer_uri: super::raw::model_infer_uri(&origin),
+            origin,
             settings,
             channels: std::array::from_fn(|_| OnceLock::new()),
             health_channel: OnceLock::new(),
@@ -159,7 +163,7 @@ impl Backend {
 
     /// The calling thread's request transport, for raw calls (`raw`).
     pub(crate) fn raw(&self) -> RawClient {
-        RawClient::new(self.transport(), &self.origin)
+        RawClient::new(self.transport(), self.model_infer_uri.clone())
     }
 
     fn transport(&self) -> Transport {

@@ -14,7 +14,6 @@ use super::backend::OptionalRpc;
 use super::call::{request, CallSpec};
 use super::encoded::EncodedInfer;
 use super::pool::{Pool, Target};
-use super::raw::MODEL_INFER;
 use super::{unary_reply, Client};
 use crate::context::RequestContext;
 use crate::error::Result;
@@ -133,7 +132,7 @@ pub(crate) async fn model_infer(
             trace.inject(&mut metadata);
         }
         async move {
-            let reply = raw.call(MODEL_INFER, metadata, timeout, message?).await?;
+            let reply = raw.call(metadata, timeout, message?).await?;
             let answer = unary_reply::message(reply.into_inner(), limit).await?;
             Ok(Response::new(answer))
         }
