@@ -74,8 +74,9 @@ impl Service<http::Request<Body>> for Transport {
 
 /// A message's pieces as a request body. `Rest` pieces are read from the
 /// request body's rest as it arrives; once the last of them is complete,
-/// the rest must end there before anything more is sent, so a client body
-/// that runs long never completes the message. Any fault fails the body,
+/// the rest must end there before anything more is sent (the message's
+/// last bytes included, when they are the rest's), so a client body that
+/// runs long never completes the message. Any fault fails the body,
 /// and the transport resets the stream (`CANCEL`): the backend never sees a
 /// complete message. The body ends with its last piece, so that piece's
 /// DATA frame carries END_STREAM.
@@ -89,6 +90,11 @@ struct Pieces {
     rests: usize,
     /// The rest was seen to end where the message does.
     ended: bool,
+    /// The message's last bytes, when they come from the rest: held until
+    /// the rest is seen to end with them, so that a body running long never
+    /// hands the backend a whole message (a tonic server takes a `CANCEL`
+    /// after a whole message as the end of a unary request, and runs it).
+    last: Option<Bytes>,
 }
 
 impl Pieces {
@@ -104,6 +110,7 @@ impl Pieces {
             owed: 0,
             rests,
             ended: false,
+            last: None,
         }
     }
 }
@@ -128,12 +135,19 @@ impl http_body::Body for Pieces {
                 if this.owed > 0 {
                     let chunk = ready!(reader.poll_take(cx, this.owed)).map_err(cancelled)?;
                     this.owed -= chunk.len() as u64;
+                    if this.owed == 0 && this.rests == 0 && this.pieces.len() == 0 {
+                        this.last = Some(chunk);
+                        continue;
+                    }
                     return Poll::Ready(Some(Ok(Frame::data(chunk))));
                 }
                 if this.rests == 0 && !this.ended {
                     ready!(reader.poll_end(cx)).map_err(cancelled)?;
                     this.ended = true;
                 }
+            }
+            if let Some(last) = this.last.take() {
+                return Poll::Ready(Some(Ok(Frame::data(last))));
             }
             match this.pieces.next() {
                 None => return Poll::Ready(None),
@@ -147,11 +161,70 @@ impl http_body::Body for Pieces {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.owed == 0 && self.pieces.len() == 0 && (self.reader.is_none() || self.ended)
+        self.owed == 0
+            && self.last.is_none()
+            && self.pieces.len() == 0
+            && (self.reader.is_none() || self.ended)
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
         let left: u64 = self.pieces.as_slice().iter().map(Piece::len).sum();
-        http_body::SizeHint::with_exact(left + self.owed)
+        let last = self.last.as_ref().map_or(0, |b| b.len() as u64);
+        http_body::SizeHint::with_exact(left + self.owed + last)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body::Body as _;
+    use std::future::poll_fn;
+
+    /// Every frame `Pieces` gives, and how it ended.
+    async fn frames(mut body: Pieces) -> (u64, Result<(), tonic::Status>) {
+        let mut sent = 0;
+        loop {
+            match poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+                None => return (sent, Ok(())),
+                Some(Ok(frame)) => sent += frame.into_data().map_or(0, |d| d.len() as u64),
+                Some(Err(status)) => return (sent, Err(status)),
+            }
+        }
+    }
+
+    /// A message whose last 8 bytes come from the body's rest, which
+    /// sends them as `chunks`, then ends.
+    async fn streamed(chunks: &'static [&'static [u8]]) -> (u64, Result<(), tonic::Status>) {
+        let (feed, rest) = crate::body::channel();
+        let head = Bytes::from_static(b"\0\0\0\0\x0aAB");
+        let body = Pieces::new(EncodedInfer::raw(vec![head], 8, rest));
+        let client = tokio::spawn(async move {
+            for chunk in chunks {
+                if feed.send(Bytes::from_static(chunk)).await.is_err() {
+                    return;
+                }
+            }
+            let _ = feed.end().await;
+        });
+        let result = frames(body).await;
+        client.await.unwrap();
+        result
+    }
+
+    #[tokio::test]
+    async fn a_body_that_ends_with_its_message_sends_it_whole() {
+        assert_eq!(streamed(&[b"0123", b"4567"]).await.0, 15);
+        assert_eq!(streamed(&[b"01234567"]).await.0, 15);
+    }
+
+    #[tokio::test]
+    async fn a_body_that_runs_long_never_sends_the_messages_last_byte() {
+        let cases: [&'static [&'static [u8]]; 2] =
+            [&[b"0123", b"4567", b"x"], &[b"01234567", b"x"]];
+        for chunks in cases {
+            let (sent, end) = streamed(chunks).await;
+            assert!(end.is_err());
+            assert!(sent < 15, "{sent} bytes of 15 went out");
+        }
     }
 }
