@@ -54,7 +54,7 @@ use crate::proto::inference::ModelInferRequest;
 use crate::translate::sequence::sequence_key;
 use crate::upstream::call::{failure_text, CallSpec};
 use crate::upstream::encoded::EncodedInfer;
-use crate::upstream::raw::{RawReply, MODEL_INFER};
+use crate::upstream::raw::{RawReply, GRPC_STATUS, MODEL_INFER};
 use crate::upstream::Target;
 use crate::wire::grpc_head::{self, Head, PREFIX_LEN};
 
@@ -418,23 +418,12 @@ async fn pump(mut body: Body, feed: BodyFeed) {
 fn relayed(answer: RawReply, guards: (Permit, InflightGuard)) -> http::Response<Body> {
     let (parts, body) = answer.into_parts();
     // A status in the head ("trailers-only"): the body carries nothing more.
-    let state = if parts.headers.contains_key("grpc-status") {
+    let state = if parts.headers.contains_key(GRPC_STATUS) {
         State::Through
     } else {
         State::Data
     };
-    let mut headers = http::HeaderMap::new();
-    for name in [
-        "content-type",
-        "grpc-encoding",
-        "grpc-status",
-        "grpc-message",
-    ] {
-        if let Some(value) = parts.headers.get(name) {
-            headers.insert(name, value.clone());
-        }
-    }
-    headers.extend(metadata::returned(MetadataMap::from_headers(parts.headers)).into_headers());
+    let headers = metadata::relayed_head(&parts.headers);
     let mut response = http::Response::new(Body::new(Relayed {
         body,
         state,

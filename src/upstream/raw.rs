@@ -26,6 +26,10 @@ use super::transport::Transport;
 /// The path of `ModelInfer`.
 pub(crate) const MODEL_INFER: &str = "/inference.GRPCInferenceService/ModelInfer";
 
+/// A call's status header: in a reply's head when it is "trailers-only"
+/// (a name parsed once, not on every lookup).
+pub(crate) const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
+
 /// A backend's request transport and its `ModelInfer` URI.
 pub(crate) struct RawClient {
     transport: Transport,

@@ -25,7 +25,7 @@ use http::HeaderMap;
 use http_body::Body as _;
 use tonic::{Code, Status};
 
-use super::raw::RawReply;
+use super::raw::{RawReply, GRPC_STATUS};
 
 /// gRPC's message prefix: a compression flag and a 4-byte length.
 const PREFIX: usize = 5;
@@ -43,7 +43,7 @@ pub(crate) async fn message<M: prost::Message + Default>(
 ) -> Result<M, Status> {
     let (head, mut body) = reply.into_parts();
     // A status in the head ("trailers-only" of OK): no trailers are read.
-    let trailed = !head.headers.contains_key("grpc-status");
+    let trailed = !head.headers.contains_key(GRPC_STATUS);
     let mut frames = Frames::new(limit, head.status);
     let mut trailers = None;
     while let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
