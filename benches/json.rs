@@ -3,10 +3,13 @@
 //! load tool's `w5` integral and `w4` random bodies) and encoding the JSON
 //! answer of the same size; and the same for the load tool's `w2` body
 //! (2 × 16 elements, timed over batches of [`SMALL_BATCH`] requests).
+//! And the JSON header of a binary request (2 × 16 FP32 in the binary
+//! tail) as perf_analyzer and tritonclient write it (`header pa`,
+//! `header tc`; decode only, timed over batches of [`SMALL_BATCH`]).
 //! Prints the fastest of 15 runs (the least disturbed by other work on the
 //! machine) in ms per request and in ns per element. Run:
 //! `cargo bench --bench json` (add `-- decode` or `-- encode` for one half,
-//! `integral`, `random` or `small` for one body, e.g. under `perf record`;
+//! `integral`, `random`, `small` or `header` for one body, e.g. under `perf record`;
 //! `reference` adds the same work done by `serde_json`; `--runs N` times N
 //! runs instead of 15, e.g. `--runs 1` under `valgrind --tool=callgrind`).
 
@@ -30,6 +33,8 @@ struct Workload {
     name: &'static str,
     values: Vec<f32>,
     body: Bytes,
+    /// `Inference-Header-Content-Length` of a binary request.
+    header_length: Option<Vec<u8>>,
     /// Requests per timed run.
     batch: usize,
 }
@@ -51,13 +56,14 @@ fn main() {
     println!("|---|---|---|");
     for workload in workloads() {
         let kind = workload.name.split(' ').next().unwrap_or_default();
-        if !picked(&words, &["integral", "random", "small"], kind) {
+        if !picked(&words, &["integral", "random", "small", "header"], kind) {
             continue;
         }
         let Workload {
             name,
             values,
             body,
+            header_length,
             batch,
         } = &workload;
         let per_request = |time: Duration| time / *batch as u32;
@@ -68,7 +74,7 @@ fn main() {
                         "add_sub",
                         "",
                         body.clone(),
-                        None,
+                        header_length.as_deref(),
                         DecodeLimits {
                             max_input_size: 64 << 20,
                             max_json_depth: 100,
@@ -83,7 +89,7 @@ fn main() {
                 values.len(),
             );
         }
-        if wanted("encode") {
+        if wanted("encode") && header_length.is_none() {
             let response = response(values);
             let request = InferRequest::default();
             let encode = fastest(runs, || {
@@ -117,6 +123,7 @@ fn workloads() -> Vec<Workload> {
     let big = |name, values: Vec<f32>| Workload {
         name,
         body: request_body([&values, &values], widened, ""),
+        header_length: None,
         values,
         batch: 1,
     };
@@ -139,10 +146,44 @@ fn workloads() -> Vec<Workload> {
                 |v| v.to_string(),
                 outputs,
             ),
+            header_length: None,
             values: small[..SMALL].to_vec(),
             batch: SMALL_BATCH,
         },
+        binary("header pa (perf_analyzer)", PERF_ANALYZER_HEADER),
+        binary("header tc (tritonclient)", TRITONCLIENT_HEADER),
     ]
+}
+
+/// perf_analyzer 2.41's header for add_sub 2×16 FP32 (`--shape
+/// INPUT0:16 --shape INPUT1:16`), as it sent it to Triton: an empty `id`,
+/// both outputs requested binary.
+const PERF_ANALYZER_HEADER: &str = concat!(
+    r#"{"id":"","inputs":[{"name":"INPUT0","datatype":"FP32","shape":[16],"parameters":{"binary_data_size":64}},"#,
+    r#"{"name":"INPUT1","datatype":"FP32","shape":[16],"parameters":{"binary_data_size":64}}],"#,
+    r#""outputs":[{"name":"OUTPUT0","parameters":{"binary_data":true}},{"name":"OUTPUT1","parameters":{"binary_data":true}}]}"#
+);
+
+/// tritonclient.http's `_get_inference_request` (2.51) for the same
+/// inputs of shape `[1,16]`, no outputs listed (`binary_data_output`
+/// instead).
+const TRITONCLIENT_HEADER: &str = concat!(
+    r#"{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"FP32","parameters":{"binary_data_size":64}},"#,
+    r#"{"name":"INPUT1","shape":[1,16],"datatype":"FP32","parameters":{"binary_data_size":64}}],"#,
+    r#""parameters":{"binary_data_output":true}}"#
+);
+
+/// A binary request: `header`, then 2 × 16 FP32 in the tail.
+fn binary(name: &'static str, header: &str) -> Workload {
+    let mut body = header.as_bytes().to_vec();
+    body.resize(header.len() + 2 * SMALL * 4, 0);
+    Workload {
+        name,
+        values: vec![0.0; SMALL],
+        body: Bytes::from(body),
+        header_length: Some(header.len().to_string().into_bytes()),
+        batch: SMALL_BATCH,
+    }
 }
 
 /// With `reference`: the same work done by `serde_json` into and from
@@ -199,7 +240,13 @@ fn picked(words: &[String], choices: &[&str], what: &str) -> bool {
 fn row(what: &str, time: Duration, elements: usize) {
     let ns = time.as_nanos() as f64 / (2 * elements) as f64;
     let ms = time.as_secs_f64() * 1e3;
-    let digits = if ms < 1.0 { 4 } else { 2 };
+    let digits = if ms < 0.1 {
+        6
+    } else if ms < 1.0 {
+        4
+    } else {
+        2
+    };
     println!("| {what} | {ms:.digits$} | {ns:.1} |");
 }
 

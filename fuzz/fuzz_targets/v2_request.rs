@@ -4,13 +4,18 @@
 //! decoder must never panic and every slice it returns must lie inside the
 //! body. The same header is also decoded as a streamed body's (the tail
 //! still to come, its length declared or not): the promised sizes must
-//! never exceed a declared tail.
+//! never exceed a declared tail. Differential: the body decodes exactly as
+//! by the general reader alone (`decode_general`), so the direct reader
+//! of common headers (`v2_request::direct`) only ever takes a header to
+//! build what the general reader builds.
 #![no_main]
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use tensorgate::model::InputData;
-use tensorgate::wire::v2_request::{decode, decode_streamed, short_tail, Body, DecodeLimits};
+use tensorgate::wire::v2_request::{
+    decode, decode_general, decode_streamed, short_tail, Body, DecodeLimits,
+};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else { return };
@@ -36,7 +41,11 @@ fuzz_target!(|data: &[u8]| {
             let _ = short_tail(&request, promised / 2);
         }
     }
-    if let Ok(Body::Json(request)) = decode("m", "", body.clone(), ihcl.as_deref().map(str::as_bytes), limits) {
+    let ihcl = ihcl.as_deref().map(str::as_bytes);
+    let decoded = decode("m", "", body.clone(), ihcl, limits);
+    let general = decode_general("m", "", body.clone(), ihcl, limits);
+    assert_eq!(decoded, general);
+    if let Ok(Body::Json(request)) = decoded {
         for input in &request.inputs {
             if let InputData::Raw(bytes) = &input.data {
                 assert!(bytes.len() <= body.len() || bytes.len() <= 1 << 21);

@@ -3,8 +3,10 @@
 //! no knowledge of the upstream. Every declared length is checked before
 //! anything is sliced; tensor bytes of the binary tail are sliced, never
 //! copied. JSON `data` arrays are written into tensor bytes while the
-//! header is parsed (module `tensor_sink`).
+//! header is parsed (module `tensor_sink`). The headers binary clients
+//! send most are read without a DOM first (module `direct`).
 
+mod direct;
 mod tensor_sink;
 
 use bytes::Bytes;
@@ -28,7 +30,7 @@ pub struct DecodeLimits {
 }
 
 /// What the body turned out to be.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub enum Body {
     /// JSON header (and maybe binary tail), fully decoded.
     Json(InferRequest),
@@ -93,6 +95,39 @@ pub fn decode(
     ihcl: Option<&[u8]>,
     limits: DecodeLimits,
 ) -> Result<Body> {
+    decode_by(Readers::Both, model, version, body, ihcl, limits)
+}
+
+/// [`decode`] by the general reader alone, never the direct one (module
+/// `direct`): what the fuzz target `v2_request` holds [`decode`]'s
+/// answers against.
+#[doc(hidden)]
+pub fn decode_general(
+    model: &str,
+    version: &str,
+    body: Bytes,
+    ihcl: Option<&[u8]>,
+    limits: DecodeLimits,
+) -> Result<Body> {
+    decode_by(Readers::General, model, version, body, ihcl, limits)
+}
+
+/// Which readers may read a JSON header: the direct one first and the
+/// general one where it declines, or the general one alone.
+#[derive(Debug, Clone, Copy)]
+enum Readers {
+    Both,
+    General,
+}
+
+fn decode_by(
+    readers: Readers,
+    model: &str,
+    version: &str,
+    body: Bytes,
+    ihcl: Option<&[u8]>,
+    limits: DecodeLimits,
+) -> Result<Body> {
     let Some((header, tail)) = split_header(&body, ihcl)? else {
         if body.len() > limits.max_input_size {
             return Err(Error::invalid(format!(
@@ -106,7 +141,8 @@ pub fn decode(
     if header.len() > limits.max_input_size {
         return Err(header_too_large(header.len(), limits));
     }
-    decode_header(model, version, &header, Tail::Whole(tail), limits).map(Body::Json)
+    let tail = Tail::Whole(tail);
+    decode_header(readers, model, version, &header, tail, limits).map(Body::Json)
 }
 
 /// Decodes the JSON header of a body whose binary tail is still arriving:
@@ -125,7 +161,8 @@ pub fn decode_streamed(
     if header.len() > limits.max_input_size {
         return Err(header_too_large(header.len(), limits));
     }
-    decode_header(model, version, header, Tail::Coming(tail_len), limits)
+    let tail = Tail::Coming(tail_len);
+    decode_header(Readers::Both, model, version, header, tail, limits)
 }
 
 fn header_too_large(len: usize, limits: DecodeLimits) -> Error {
@@ -136,37 +173,25 @@ fn header_too_large(len: usize, limits: DecodeLimits) -> Error {
 }
 
 fn decode_header(
+    readers: Readers,
     model: &str,
     version: &str,
     header: &[u8],
     tail: Tail,
     limits: DecodeLimits,
 ) -> Result<InferRequest> {
+    let mut decoder = Decoder::new(model, version, tail, limits);
+    // A body without a binary tail is a JSON one: its inputs carry `data`,
+    // which the direct reader declines.
+    let binary = !matches!(&decoder.tail, Tail::Whole(tail) if tail.is_empty());
+    if matches!(readers, Readers::Both) && binary {
+        if direct::read(header, &mut decoder).is_some() {
+            return Ok(decoder.request);
+        }
+        decoder.restart();
+    }
     let root = tensor_sink::parse(header, limits.max_json_depth)?;
-    decode_document(model, version, &root, tail, limits)
-}
-
-/// The request a parsed header describes (its `data` arrays as the tensor
-/// sink left them, or as plain values).
-fn decode_document(
-    model: &str,
-    version: &str,
-    root: &Value,
-    tail: Tail,
-    limits: DecodeLimits,
-) -> Result<InferRequest> {
-    let mut decoder = Decoder {
-        model,
-        tail,
-        consumed: 0,
-        limits,
-        request: InferRequest {
-            model_name: model.to_string(),
-            model_version: version.to_string(),
-            ..InferRequest::default()
-        },
-    };
-    decoder.decode_root(root)?;
+    decoder.decode_root(&root)?;
     Ok(decoder.request)
 }
 
@@ -227,7 +252,31 @@ fn string_member(obj: &Value, key: &str) -> Result<String> {
     member(obj, key).and_then(as_str).map(lossy).field(key)
 }
 
-impl Decoder<'_> {
+impl<'a> Decoder<'a> {
+    fn new(model: &'a str, version: &str, tail: Tail, limits: DecodeLimits) -> Self {
+        Decoder {
+            model,
+            tail,
+            consumed: 0,
+            limits,
+            request: InferRequest {
+                model_name: model.to_string(),
+                model_version: version.to_string(),
+                ..InferRequest::default()
+            },
+        }
+    }
+
+    /// Back to the start, after the direct reader declined half-way.
+    fn restart(&mut self) {
+        self.consumed = 0;
+        self.request = InferRequest {
+            model_name: std::mem::take(&mut self.request.model_name),
+            model_version: std::mem::take(&mut self.request.model_version),
+            ..InferRequest::default()
+        };
+    }
+
     fn id_for_messages(&self) -> String {
         if self.request.id.is_empty() {
             "<id_unknown>".to_string()
@@ -474,14 +523,20 @@ pub(crate) fn custom_param(key: &str, value: &Value) -> Result<Param> {
     })
 }
 
-/// `shape`: array of unsigned integers; dims >= 2^63 and element-count
-/// overflow are refused here (they crash Triton 2.51; texts of 2.58+).
+/// `shape`: array of unsigned integers ([`shape_of`]).
 fn decode_shape(input: &Value, name: &str) -> Result<Vec<i64>> {
     let dims = member(input, "shape").and_then(as_array).field("shape")?;
     let dims: Vec<u64> = dims
         .iter()
         .map(|d| as_uint(&d).field("shape"))
         .collect::<Result<_>>()?;
+    shape_of(&dims, name)
+}
+
+/// The shape of input `name` whose `shape` holds `dims`: dims >= 2^63 and
+/// element-count overflow are refused here (they crash Triton 2.51; texts
+/// of 2.58+).
+fn shape_of(dims: &[u64], name: &str) -> Result<Vec<i64>> {
     let text = || {
         let parts: Vec<String> = dims.iter().map(u64::to_string).collect();
         format!("[{}]", parts.join(","))

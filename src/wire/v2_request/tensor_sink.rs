@@ -176,7 +176,7 @@ mod tests {
     use crate::wire::fixtures::{mutations, xorshift};
     use crate::wire::json::MAX_DEPTH;
     use crate::wire::tensor::encode_json_data;
-    use crate::wire::v2_request::{decode_document, decode_header, DecodeLimits, Tail};
+    use crate::wire::v2_request::{decode_header, DecodeLimits, Decoder, Readers, Tail};
 
     const LIMITS: DecodeLimits = DecodeLimits {
         max_input_size: 1 << 20,
@@ -188,9 +188,12 @@ mod tests {
     fn decoded(header: &[u8], sunk: bool) -> Result<InferRequest> {
         let tail = Tail::Whole(Bytes::new());
         match sunk {
-            true => decode_header("m", "1", header, tail, LIMITS),
-            false => json_access::parse(header, MAX_DEPTH)
-                .and_then(|root| decode_document("m", "1", &root, tail, LIMITS)),
+            true => decode_header(Readers::General, "m", "1", header, tail, LIMITS),
+            false => json_access::parse(header, MAX_DEPTH).and_then(|root| {
+                let mut decoder = Decoder::new("m", "1", tail, LIMITS);
+                decoder.decode_root(&root)?;
+                Ok(decoder.request)
+            }),
         }
     }
 
