@@ -15,10 +15,36 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::config::{Log, LogFormat};
 
+pub(crate) mod access;
 mod buffer;
 
 /// The environment variable that overrides `log.level`.
 const LOG_VARIABLE: &str = "TENSORGATE_LOG";
+
+/// The `fmt` layer: text or JSON lines to `writer`, in colour if `ansi`;
+/// with `fast`, access lines are written by `access::Fast` (the same text,
+/// made in one pass), the rest by the stock formatter. The terminal keeps
+/// the stock one for all lines: its colours are the stock formatter's.
+fn log_layer<S, W>(
+    format: LogFormat,
+    ansi: bool,
+    writer: W,
+    fast: bool,
+) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_ansi(ansi)
+        .with_writer(writer);
+    match (format, fast) {
+        (LogFormat::Text, false) => fmt.boxed(),
+        (LogFormat::Json, false) => fmt.json().boxed(),
+        (LogFormat::Text, true) => fmt.map_event_format(access::Fast::text).boxed(),
+        (LogFormat::Json, true) => fmt.json().map_event_format(access::Fast::json).boxed(),
+    }
+}
 
 /// Keeps the exporter alive; flushes spans on [`Telemetry::flush`] and drop.
 pub struct Telemetry {
@@ -42,16 +68,12 @@ impl Telemetry {
         // file, a pipe or a container's log collector gets plain text in
         // batches (`buffer`: no write per request on a serving thread).
         let terminal = std::io::stderr().is_terminal();
-        let fmt = tracing_subscriber::fmt::layer().with_ansi(terminal);
-        let fmt = match (log.format, terminal) {
-            (LogFormat::Text, true) => fmt.with_writer(std::io::stderr).boxed(),
-            (LogFormat::Json, true) => fmt.json().with_writer(std::io::stderr).boxed(),
-            (LogFormat::Text, false) => fmt.with_writer(buffer::Buffered).boxed(),
-            (LogFormat::Json, false) => fmt.json().with_writer(buffer::Buffered).boxed(),
-        };
-        if !terminal {
+        let fmt = if terminal {
+            log_layer(log.format, true, std::io::stderr, false)
+        } else {
             buffer::start();
-        }
+            log_layer(log.format, false, buffer::Buffered, true)
+        };
         let (otel, provider, runtime) = match &log.otlp_endpoint {
             None => (None, None, None),
             Some(endpoint) => {

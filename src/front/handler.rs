@@ -13,6 +13,7 @@ use crate::front::http::{Answer, HttpRequest, HttpResponse};
 use crate::front::pipeline::Pipeline;
 use crate::front::plan::Plan;
 use crate::front::route::Route;
+use crate::telemetry::access::{self, AccessLine};
 use crate::trace::TraceContext;
 
 /// The span of one request (`route`'s name and model; status, backend and
@@ -99,20 +100,19 @@ impl Pipeline {
             upstream.time,
         );
         if self.gateway.config().log.access_log {
-            tracing::info!(
-                target: "tensorgate::access",
-                method = %req.method,
-                path = %req.path,
-                route = route.name(),
+            access::record(&AccessLine {
+                method: req.method.as_str(),
+                path: &req.path,
+                route: route.name(),
                 model,
                 status,
                 bytes_in,
                 bytes_out,
-                total_us = took.as_micros() as u64,
-                upstream_us = upstream.time.as_micros() as u64,
-                backend = %upstream.backend.map_or_else(String::new, |b| b.to_string()),
-                trace_id = %trace_id,
-            );
+                total_us: took.as_micros() as u64,
+                upstream_us: upstream.time.as_micros() as u64,
+                backend: upstream.backend,
+                trace_id,
+            });
         }
         answer
     }
