@@ -19,11 +19,12 @@ CASES = [("small-c8", "small (2×16), c=8"), ("small-c1", "small (2×16), c=1"),
          ("1mib-c4", "2×1 MiB, c=4")]
 TARGETS = [("http", "direct", "Triton HTTP direct"), ("http", "nginx", "nginx → Triton HTTP"),
            ("http", "pingora", "bare pingora → Triton HTTP"),
+           ("http", "hop", "bare hop: pingora HTTP/1 + h2 → Triton gRPC"),
            ("http", "tensorgate", "tensorgate HTTP → gRPC"), ("grpc", "direct", "Triton gRPC direct"),
            ("grpc", "nginx", "nginx grpc_pass"), ("grpc", "pingora", "bare pingora h2c"),
            ("grpc", "tensorgate", "tensorgate passthrough")]
 # Proxies whose CPU and req/s are also shown against nginx's.
-MEASURED = ("pingora", "tensorgate")
+MEASURED = ("pingora", "hop", "tensorgate")
 
 cells = {}  # label -> dict(rps, p50, p99, cpu, rss_kb)
 problems = []
@@ -146,7 +147,7 @@ def added_cell(case, proto, who):
 
 
 PROXIES = [("http", "nginx"), ("grpc", "nginx"), ("http", "pingora"), ("grpc", "pingora"),
-           ("http", "tensorgate"), ("grpc", "tensorgate")]
+           ("http", "hop"), ("http", "tensorgate"), ("grpc", "tensorgate")]
 summary = [
     ["small, c=8: proxy CPU µs/request"] + [cpu_cell("small-c8", p, w) for p, w in PROXIES],
     ["small, c=8: of which kernel, µs"] + [kernel_cell("small-c8", p, w) for p, w in PROXIES],
@@ -158,7 +159,76 @@ summary = [
 ]
 print("\nThe same, one column per proxy:")
 table(["cell", "nginx → Triton HTTP", "nginx `grpc_pass`", "bare pingora HTTP (floor)",
-       "bare pingora h2c (floor)", "tensorgate HTTP → gRPC", "tensorgate passthrough"], summary)
+       "bare pingora h2c (floor)", "bare hop HTTP → gRPC (floor)", "tensorgate HTTP → gRPC",
+       "tensorgate passthrough"], summary)
+
+
+def user(case, proto, who):
+    """User-space CPU µs per request: the proxy's CPU less its kernel part."""
+    c, k = get(case, proto, who, "cpu"), get(case, proto, who, "kernel")
+    return None if c is None or k is None else c - k
+
+
+# -- 1b. the access log: the small HTTP cell at c=8 with each proxy's log on ------------
+log_rows = []
+for who, name in (("nginx", "nginx (default access_log, to a file)"),
+                  ("tensorgate", "tensorgate (default access log, to its log file)")):
+    off, on = get("small-c8", "http", who, "cpu"), get("small-c8", "http", who + "-logged", "cpu")
+    log_rows.append([name, num(off), num(on), num(None if off is None or on is None else on - off)])
+if any(r[2] != "-" for r in log_rows):
+    print("\nThe access log (small HTTP, c=8: proxy CPU µs/request without and with it):")
+    table(["proxy", "log off", "log on", "the log's cost, µs/request"], log_rows)
+
+
+# -- 1c. issue 28's goals, as ratios of this run ------------------------------------------
+def goal(text, value, target, met):
+    return [text, value, target, "-" if met is None else ("met" if met else "not met")]
+
+
+def cpu_ratio(case, proto):
+    t, n = get(case, proto, "tensorgate", "cpu"), get(case, proto, "nginx", "cpu")
+    return None if t is None or not n else t / n
+
+
+def added_ratio(proto):
+    d = get("small-c1", proto, "direct", "p50")
+    t, n = get("small-c1", proto, "tensorgate", "p50"), get("small-c1", proto, "nginx", "p50")
+    return None if None in (d, t, n) or n - d <= 0 else (t - d) / (n - d)
+
+
+def fmt_ratio(v):
+    return "-" if v is None else "%.2f×" % v
+
+
+def at_most(v, limit):
+    return None if v is None else v <= limit
+
+
+logged_cost = None
+if get("small-c8", "http", "tensorgate-logged", "cpu") is not None:
+    logged_cost = get("small-c8", "http", "tensorgate-logged", "cpu") - get("small-c8", "http", "tensorgate", "cpu")
+r_http, r_grpc = cpu_ratio("small-c8", "http"), cpu_ratio("small-c8", "grpc")
+c1 = [cpu_ratio("small-c1", p) for p in ("http", "grpc")] + [added_ratio(p) for p in ("http", "grpc")]
+u_http, u_grpc = user("small-c8", "http", "tensorgate"), user("small-c8", "grpc", "tensorgate")
+mib = cpu_ratio("1mib-c4", "http")
+goals = [
+    goal("1. access log, µs/request (log on − off)", num(logged_cost), "≤ 5", at_most(logged_cost, 5)),
+    goal("2. small HTTP → gRPC, c=8: CPU vs nginx", fmt_ratio(r_http), "≤ 1.5×", at_most(r_http, 1.5)),
+    goal("3. passthrough, c=8: CPU vs grpc_pass", fmt_ratio(r_grpc), "≤ 1.3×", at_most(r_grpc, 1.3)),
+    goal("4. c=1: CPU vs nginx (HTTP, gRPC); added p50 vs nginx's (HTTP, gRPC)",
+         ", ".join(fmt_ratio(v) for v in c1), "≤ 2× each",
+         None if None in c1 else all(v <= 2 for v in c1)),
+    goal("5. user-space CPU, c=8, µs/request (HTTP, passthrough)", "%s, %s" % (num(u_http), num(u_grpc)),
+         "≤ 40", None if None in (u_http, u_grpc) else max(u_http, u_grpc) <= 40),
+    goal("6. 2×1 MiB HTTP, c=4: CPU vs nginx", fmt_ratio(mib), "≤ 1×", at_most(mib, 1)),
+]
+for key, name in (("bigjson", "w4 random"), ("bigjson-integral", "w5 integral")):
+    t, d = cells.get(key + " tensorgate"), cells.get(key + " direct")
+    v = None if t is None or d is None or not d["rps"] else t["rps"] / d["rps"]
+    goals.append(goal("6. big JSON (%s): req/s vs Triton HTTP" % name, fmt_ratio(v), "≥ 2×",
+                      None if v is None else v >= 2))
+print("\nIssue 28's goals in this run:")
+table(["goal", "this run", "target", ""], goals)
 
 # -- 2. big JSON ----------------------------------------------------------------------
 for key, title in (("bigjson", "load tool w4: 2×262,144 random FP32 in [0, 1) as JSON"),
