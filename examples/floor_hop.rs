@@ -1,6 +1,7 @@
 //! The floor of the HTTP → gRPC hop on this stack, for
 //! `docs/performance.md`'s cost budget: pingora's HTTP/1 session in front,
-//! the `h2` crate behind, on one tokio thread, and nothing of tensorgate.
+//! the `h2` crate behind, on one tokio thread, and nothing of tensorgate;
+//! and the floor of the gRPC passthrough, `h2` on both sides.
 //!
 //! Each HTTP/1 request is read whole (head and body), then one `ModelInfer`
 //! call goes to the backend with a request encoded once at start (add_sub,
@@ -14,10 +15,14 @@
 //! target/release/examples/floor_hop --listen 127.0.0.1:9000 --upstream 127.0.0.1:8001
 //! ```
 //!
-//! It takes tensorgate's `--listen`, `--upstream` and `--admin-listen` and
-//! ignores its other flags, so `scripts/bench-instructions` and
-//! `scripts/bench-ab` can measure it beside the gateway (`CELLS=http`). A
-//! `GET` is answered `200`: empty (the scripts' readiness probe), or on
+//! With `--grpc-listen`, it also relays gRPC (h2 in, the same h2
+//! connection out, a call's request read whole, its answer relayed as it
+//! comes, headers as they are): the floor of the passthrough.
+//!
+//! It takes tensorgate's `--listen`, `--upstream`, `--admin-listen` and
+//! `--grpc-listen` and ignores its other flags, so
+//! `scripts/bench-instructions` and `scripts/bench-ab` measure it beside
+//! the gateway. A `GET` is answered `200`: empty (the scripts' readiness probe), or on
 //! `/metrics` the count of calls, as tensorgate's metric the scripts read.
 //! Same allocator as the gateway (mimalloc).
 
@@ -67,10 +72,20 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    runtime.block_on(serve(listen, flag("--admin-listen"), upstream));
+    runtime.block_on(serve(
+        listen,
+        flag("--admin-listen"),
+        flag("--grpc-listen"),
+        upstream,
+    ));
 }
 
-async fn serve(listen: SocketAddr, admin: Option<SocketAddr>, upstream: SocketAddr) {
+async fn serve(
+    listen: SocketAddr,
+    admin: Option<SocketAddr>,
+    grpc: Option<SocketAddr>,
+    upstream: SocketAddr,
+) {
     let tcp = tokio::net::TcpStream::connect(upstream)
         .await
         .expect("the backend accepts");
@@ -83,12 +98,24 @@ async fn serve(listen: SocketAddr, admin: Option<SocketAddr>, upstream: SocketAd
         header_len: answer_header().len().to_string(),
     });
     if let Some(admin) = admin {
-        tokio::spawn(accept(admin, backend.clone(), fixed.clone()));
+        tokio::spawn(accept(admin, http1(&backend, &fixed)));
     }
-    accept(listen, backend, fixed).await;
+    if let Some(grpc) = grpc {
+        let backend = backend.clone();
+        tokio::spawn(accept(grpc, move |tcp| {
+            relay_connection(tcp, backend.clone())
+        }));
+    }
+    accept(listen, http1(&backend, &fixed)).await;
 }
 
-async fn accept(listen: SocketAddr, backend: h2::client::SendRequest<Bytes>, fixed: Arc<Fixed>) {
+/// Accepts on `listen` for ever, each connection (TCP_NODELAY) served by
+/// its own task.
+async fn accept<F, Fut>(listen: SocketAddr, serve: F)
+where
+    F: Fn(tokio::net::TcpStream) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .expect("the listen address is free");
@@ -97,8 +124,20 @@ async fn accept(listen: SocketAddr, backend: h2::client::SendRequest<Bytes>, fix
             continue;
         };
         let _ = tcp.set_nodelay(true);
+        tokio::spawn(serve(tcp));
+    }
+}
+
+/// The HTTP/1 listener's connections.
+fn http1(
+    backend: &h2::client::SendRequest<Bytes>,
+    fixed: &Arc<Fixed>,
+) -> impl Fn(tokio::net::TcpStream) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+{
+    let (backend, fixed) = (backend.clone(), fixed.clone());
+    move |tcp| {
         let stream: Stream = Box::new(L4Stream::from(tcp));
-        tokio::spawn(connection_loop(stream, backend.clone(), fixed.clone()));
+        Box::pin(connection_loop(stream, backend.clone(), fixed.clone()))
     }
 }
 
@@ -139,6 +178,55 @@ async fn connection_loop(
             _ => return,
         }
     }
+}
+
+/// One gRPC client connection: h2 in, each stream relayed on the one
+/// backend connection.
+async fn relay_connection(tcp: tokio::net::TcpStream, backend: h2::client::SendRequest<Bytes>) {
+    let Ok(mut connection) = h2::server::handshake(tcp).await else {
+        return;
+    };
+    while let Some(Ok((request, respond))) = connection.accept().await {
+        tokio::spawn(relay_call(request, respond, backend.clone()));
+    }
+}
+
+/// One gRPC call relayed: the request's head as it came and its body read
+/// whole, then the answer's head, DATA and trailers as they come.
+async fn relay_call(
+    request: http::Request<h2::RecvStream>,
+    mut respond: h2::server::SendResponse<Bytes>,
+    backend: h2::client::SendRequest<Bytes>,
+) -> Option<()> {
+    let (head, mut body) = request.into_parts();
+    let infer = head.uri.path().ends_with("/ModelInfer");
+    let mut message = BytesMut::new();
+    while let Some(data) = body.data().await {
+        let data = data.ok()?;
+        let _ = body.flow_control().release_capacity(data.len());
+        message.extend_from_slice(&data);
+    }
+    let mut backend = backend.ready().await.ok()?;
+    let upstream = http::Request::from_parts(head, ());
+    let (answer, mut send) = backend.send_request(upstream, false).ok()?;
+    send.send_data(message.freeze(), true).ok()?;
+    let (head, mut body) = answer.await.ok()?.into_parts();
+    let only_head = body.is_end_stream();
+    let mut out = respond
+        .send_response(http::Response::from_parts(head, ()), only_head)
+        .ok()?;
+    while let Some(data) = body.data().await {
+        let data = data.ok()?;
+        let _ = body.flow_control().release_capacity(data.len());
+        out.send_data(data, false).ok()?;
+    }
+    if let Some(trailers) = body.trailers().await.ok()? {
+        out.send_trailers(trailers).ok()?;
+    }
+    if infer {
+        CALLS.fetch_add(1, Relaxed);
+    }
+    Some(())
 }
 
 /// A `GET`'s answer: what perf_analyzer reads before it starts (the
