@@ -50,13 +50,12 @@ use crate::body::{self, BodyFeed, BodyRest, Fault, STREAM_FROM};
 use crate::context::RequestContext;
 use crate::error::{Error, Kind};
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
-use crate::proto::inference::ModelInferRequest;
-use crate::translate::sequence::sequence_key;
+use crate::translate::sequence::parameters_sequence_key;
 use crate::upstream::call::{failure_text, CallSpec};
 use crate::upstream::encoded::EncodedInfer;
 use crate::upstream::raw::{RawReply, GRPC_STATUS, MODEL_INFER};
 use crate::upstream::Target;
-use crate::wire::grpc_head::{self, Head, PREFIX_LEN};
+use crate::wire::grpc_head::{self, Head, Routing, PREFIX_LEN};
 
 /// Leading fields read ahead at most. They describe the tensors (tens of
 /// bytes per input and output), so a message whose first tensor entry lies
@@ -124,7 +123,7 @@ enum Opened {
 struct Large {
     parts: http::request::Parts,
     seen: Vec<Bytes>,
-    leading: ModelInferRequest,
+    leading: Routing,
     /// The message's length, from its prefix.
     len: u64,
     /// `None`: the message is whole in `seen` and the body ended with it.
@@ -175,7 +174,7 @@ async fn open(request: http::Request<Body>, limit: u64) -> Opened {
             Decision::Small { head_len, len } | Decision::Large { head_len, len } => {
                 let small = matches!(decision, Decision::Small { .. });
                 let leading = &bytes[PREFIX_LEN..PREFIX_LEN + head_len];
-                let Ok(leading) = ModelInferRequest::decode(leading) else {
+                let Ok(leading) = Routing::decode(leading) else {
                     return Opened::Whole(replayed(parts, seen, Some(body)));
                 };
                 let seen = seen.into_iter().flat_map(|f| data_of(&f)).collect();
@@ -316,7 +315,7 @@ async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
             (EncodedInfer::raw(seen, owed, rest.clone()), Some(rest))
         }
     };
-    let sequence = sequence_key(&leading);
+    let sequence = parameters_sequence_key(&leading.parameters);
     let target = Target {
         model: Some(&leading.model_name),
         sequence: sequence.as_deref(),

@@ -4,6 +4,8 @@
 //! it builds the message), so a sequence reaches the same backend
 //! whichever protocol its requests arrive on.
 
+use std::collections::HashMap;
+
 use crate::model::InferRequest;
 use crate::proto::inference::infer_parameter::ParameterChoice;
 use crate::proto::inference::{InferParameter, ModelInferRequest};
@@ -12,7 +14,15 @@ use crate::translate::to_grpc;
 /// The non-zero `sequence_id` parameter rendered as bytes (integers in
 /// decimal, strings as they are); `None` for requests outside a sequence.
 pub(crate) fn sequence_key(request: &ModelInferRequest) -> Option<Vec<u8>> {
-    key_of(request.parameters.get("sequence_id")?)
+    parameters_sequence_key(&request.parameters)
+}
+
+/// [`sequence_key`] from a message's parameters alone (a relayed call's
+/// leading fields, `wire::grpc_head::Routing`).
+pub(crate) fn parameters_sequence_key(
+    parameters: &HashMap<String, InferParameter>,
+) -> Option<Vec<u8>> {
+    key_of(parameters.get("sequence_id")?)
 }
 
 /// [`sequence_key`] of the message `request` translates to, without
