@@ -707,11 +707,10 @@ async fn shutdown_lets_open_calls_finish() {
 
 #[test]
 fn the_binary_serves_grpc_beside_http() {
-    let grpc = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let process = crate::support::GatewayProcess::demo(&["--grpc-listen", &grpc.to_string()]);
+    // Port 0, read back from the log line: a port chosen here and bound
+    // later could be taken by another test in between (seen once).
+    let process = crate::support::GatewayProcess::demo(&["--grpc-listen", "127.0.0.1:0"]);
+    let grpc = process.grpc.expect("the gRPC listener's address");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let mut client = connect(grpc).await;
