@@ -22,7 +22,7 @@
 //! message, never completes the message upstream: the stream is reset
 //! (`CANCEL`) and the client gets the status tonic gives that body.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::future::poll_fn;
 use std::net::SocketAddr;
@@ -50,12 +50,27 @@ use crate::body::{self, BodyFeed, BodyRest, Fault, STREAM_FROM};
 use crate::context::RequestContext;
 use crate::error::{Error, Kind};
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
+use crate::proto::inference::InferParameter;
 use crate::translate::sequence::parameters_sequence_key;
 use crate::upstream::call::{failure_text, CallSpec};
 use crate::upstream::encoded::EncodedInfer;
 use crate::upstream::raw::{RawReply, GRPC_STATUS, MODEL_INFER};
 use crate::upstream::Target;
-use crate::wire::grpc_head::{self, Head, Routing, PREFIX_LEN};
+use crate::wire::grpc_head::{self, Head, PREFIX_LEN};
+
+/// The leading fields a call is routed on, read from the message's
+/// leading bytes by prost with `ModelInferRequest`'s own field numbers:
+/// the model and the parameters (`sequence_id`). Everything else, the
+/// input and output descriptions included, is skipped rather than built
+/// (building them cost a relayed call ~4k instructions of ~108k,
+/// docs/performance.md); their contents are the backend's to check.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Routing {
+    #[prost(string, tag = "1")]
+    model_name: String,
+    #[prost(map = "string, message", tag = "4")]
+    parameters: HashMap<String, InferParameter>,
+}
 
 /// Leading fields read ahead at most. They describe the tensors (tens of
 /// bytes per input and output), so a message whose first tensor entry lies
@@ -492,4 +507,39 @@ fn broke_off(why: &str) -> Frame<Bytes> {
     let mut trailers = http::HeaderMap::new();
     let _ = error.to_status().add_header(&mut trailers);
     Frame::trailers(trailers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::inference::infer_parameter::ParameterChoice;
+    use crate::proto::inference::model_infer_request::InferInputTensor;
+    use crate::proto::inference::ModelInferRequest;
+
+    #[test]
+    fn the_routing_fields_are_the_messages_own() {
+        let parameters = HashMap::from([(
+            "sequence_id".to_owned(),
+            InferParameter {
+                parameter_choice: Some(ParameterChoice::Int64Param(42)),
+            },
+        )]);
+        let whole = ModelInferRequest {
+            model_name: "add_sub".into(),
+            model_version: "1".into(),
+            parameters: parameters.clone(),
+            inputs: vec![InferInputTensor {
+                name: "INPUT0".into(),
+                datatype: "FP32".into(),
+                shape: vec![1, 4],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let routing = Routing::decode(&whole.encode_to_vec()[..]).unwrap();
+        assert_eq!(routing.model_name, "add_sub");
+        assert_eq!(routing.parameters, parameters);
+        let bare = ModelInferRequest::default().encode_to_vec();
+        assert_eq!(Routing::decode(&bare[..]).unwrap(), Routing::default());
+    }
 }

@@ -2,32 +2,14 @@
 //! arrived: gRPC's 5-byte message prefix, then the message's fields up to
 //! its first `raw_input_contents` entry (field 7). Those leading fields
 //! (model, version, id, parameters with `sequence_id`, the input and
-//! output descriptions) hold all the passthrough routes a call on (read as
-//! [`Routing`]); the tensor bytes after them can be relayed as they come.
+//! output descriptions) hold all the passthrough routes a call on; the
+//! tensor bytes after them can be relayed as they come.
 //!
 //! Hand-written because prost decodes whole messages only. Every length is
 //! checked against the bytes in hand before it is skipped; a field this
 //! walk does not understand (groups, field 0, an over-long varint) ends
 //! it with [`Head::Unwalkable`], and the caller decodes the message whole
 //! instead, with the decoder's own error if it is malformed.
-
-use std::collections::HashMap;
-
-use crate::proto::inference::InferParameter;
-
-/// The leading fields a call is routed on, read from a message's leading
-/// bytes by prost with `ModelInferRequest`'s own field numbers: the model
-/// and the parameters (`sequence_id`). Everything else, the input and
-/// output descriptions included, is skipped rather than built (decoding
-/// them cost a relayed call ~4k instructions, docs/performance.md); their
-/// contents are the backend's to check.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Routing {
-    #[prost(string, tag = "1")]
-    pub model_name: String,
-    #[prost(map = "string, message", tag = "4")]
-    pub parameters: HashMap<String, InferParameter>,
-}
 
 /// gRPC's message prefix: a compression flag and a big-endian length.
 pub const PREFIX_LEN: usize = 5;
@@ -176,12 +158,6 @@ mod tests {
         expected.raw_input_contents.clear();
         assert_eq!(leading, expected);
         assert_eq!(bytes[len], (7 << 3) | 2, "the first tensor's key");
-        // What the passthrough routes on, read from the same bytes.
-        let routing = Routing::decode(&bytes[..len]).unwrap();
-        assert_eq!(routing.model_name, whole.model_name);
-        assert_eq!(routing.parameters, whole.parameters);
-        let bare = ModelInferRequest::default().encode_to_vec();
-        assert_eq!(Routing::decode(&bare[..]).unwrap(), Routing::default());
     }
 
     #[test]
