@@ -1,4 +1,5 @@
-//! The gRPC listener's connections before tonic sees them: each takes a
+//! The gRPC listener's connections before they are served (`serving.rs`):
+//! each takes a
 //! slot under the gateway's connection cap, and must send its first bytes
 //! — the whole h2 preface for h2c, the first byte of the TLS hello for
 //! TLS — within `connections.handshake_timeout_ms`, or it is closed. Idle
@@ -22,13 +23,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::{Connected, TcpConnectInfo};
+use tonic::transport::server::TcpConnectInfo;
 
 use crate::app::linger::close_lingering;
 use crate::app::{Admission, OpenConnections, Slot, H2_PREFACE};
 
 /// Accepted connections that passed the first-bytes deadline, as the
-/// stream tonic serves. Accepting stops when tonic drops the stream, or
+/// stream `serving` serves. Accepting stops when it drops the stream, or
 /// at `stop` (the drain), when the connections already queued on the
 /// listener are refused with GOAWAY and the listener closes.
 pub(crate) fn incoming(
@@ -71,7 +72,7 @@ pub(crate) fn incoming(
                 if let Ok(Ok(io)) =
                     tokio::time::timeout(handshake, EdgeIo::new(tcp, slot, tls)).await
                 {
-                    // tonic stopped taking connections: the drain began.
+                    // The server stopped taking connections: the drain began.
                     if let Err(mpsc::error::SendError(Ok(io))) = ready.send(Ok(io)) {
                         refuse(io.tcp, tls, Reason::NoError, linger).await;
                     }
@@ -161,7 +162,7 @@ impl EdgeIo {
             }
             let n = seen.len().min(want);
             if !tls && seen[..n] != H2_PREFACE[..n] {
-                break; // not h2: tonic answers it as it would
+                break; // not h2: the HTTP/2 server refuses it as it would
             }
         }
         Ok(EdgeIo {
@@ -173,10 +174,9 @@ impl EdgeIo {
     }
 }
 
-impl Connected for EdgeIo {
-    type ConnectInfo = TcpConnectInfo;
-
-    fn connect_info(&self) -> TcpConnectInfo {
+impl EdgeIo {
+    /// The connection's addresses, for each call's extensions.
+    pub(crate) fn info(&self) -> TcpConnectInfo {
         self.info.clone()
     }
 }

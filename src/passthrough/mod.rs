@@ -11,7 +11,9 @@
 //! - `relayed_infer.rs`: `ModelInfer` calls relayed as encoded (a small
 //!   one whole, a large one while it arrives);
 //! - `metadata.rs`: `grpc-timeout` and which metadata crosses the gateway;
-//! - `health.rs`: `grpc.health.v1.Health` on the same listener.
+//! - `health.rs`: `grpc.health.v1.Health` on the same listener;
+//! - `incoming.rs`: the listener's connections, capped, before they are
+//!   served; `serving.rs`: HTTP/2 on each, calls handed to the services.
 //!
 //! Clients may compress their messages (gzip, deflate): the gateway
 //! inflates them and relays plain messages ([`ACCEPTED_COMPRESSION`]).
@@ -22,6 +24,7 @@ mod incoming;
 mod metadata;
 mod relayed_infer;
 mod service;
+mod serving;
 mod stream_infer;
 mod unary;
 mod v1;
@@ -59,21 +62,6 @@ pub fn service(gateway: Arc<Gateway>) -> GrpcInferenceServiceServer<Passthrough>
     )
 }
 
-/// `grpc.tls`: h2 over TLS with the HTTPS listener's certificate files
-/// (read at start; a renewed certificate needs a restart here).
-fn server_tls(config: &crate::config::Config) -> Option<tonic::transport::ServerTlsConfig> {
-    use tonic::transport::{Identity, ServerTlsConfig};
-    if !config.grpc.tls {
-        return None;
-    }
-    let (cert, key) = (
-        config.tls.cert_file.as_ref()?,
-        config.tls.key_file.as_ref()?,
-    );
-    let read = |p: &std::path::PathBuf| std::fs::read(p).unwrap_or_default();
-    Some(ServerTlsConfig::new().identity(Identity::from_pem(read(cert), read(key))))
-}
-
 /// Serves gRPC clients on `listener` until `shutdown` resolves, then
 /// stops accepting and lets open calls finish. Connections count against
 /// a cap of their own (`connections.max_connections`).
@@ -81,7 +69,7 @@ pub async fn serve(
     gateway: Arc<Gateway>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
-) -> Result<(), tonic::transport::Error> {
+) -> std::io::Result<()> {
     let limits = &gateway.config().connections;
     let refusals = crate::app::refusal_budget(limits.fd_reserve);
     let open = OpenConnections::new(limits.max_connections, refusals);
@@ -89,15 +77,16 @@ pub async fn serve(
 }
 
 /// [`serve`] with connections counted against the gateway's shared cap.
+/// Fails before accepting anything when `grpc.tls`'s files do not load.
 pub(crate) async fn serve_capped(
     gateway: Arc<Gateway>,
     listener: TcpListener,
     open: Arc<OpenConnections>,
     shutdown: impl Future<Output = ()>,
-) -> Result<(), tonic::transport::Error> {
+) -> std::io::Result<()> {
     let config = gateway.config();
     let limits = &config.connections;
-    let tls = server_tls(config);
+    let tls = serving::tls_acceptor(config)?;
     let stop_accepting = tokio_util::sync::CancellationToken::new();
     let edge = incoming::Limits {
         handshake: limits.handshake_timeout(),
@@ -109,27 +98,23 @@ pub(crate) async fn serve_capped(
         shutdown.await;
         stop_accepting.cancel();
     };
-    // The legacy v1 gRPC service shares the listener (its own package name).
-    let v1 = v1::V1GrpcService::new(gateway.clone()).server();
-    let ping = limits.h2_ping_interval();
-    let mut builder = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(ping))
-        .http2_keepalive_timeout(Some(ping));
-    if let Some(tls) = tls {
-        builder = builder.tls_config(tls)?;
-    }
     let (health, in_step) = health::service(gateway.clone()).await;
-    let serving = builder
-        .add_service(relayed_infer::RelayedInfer::new(
-            service(gateway.clone()),
-            gateway,
-        ))
-        .add_service(v1)
-        .add_service(health)
-        .serve_with_incoming_shutdown(incoming, shutdown);
+    let serving = serving::Serving {
+        services: serving::Services {
+            infer: relayed_infer::RelayedInfer::new(service(gateway.clone()), gateway.clone()),
+            // The legacy v1 gRPC service shares the listener (its own
+            // package name).
+            v1: v1::V1GrpcService::new(gateway.clone()).server(),
+            health,
+        },
+        tls,
+        ping: limits.h2_ping_interval(),
+        handshake: limits.handshake_timeout(),
+    };
+    let serving = serving::serve(serving, incoming, shutdown);
     // The health statuses follow the pool as long as the listener serves.
     tokio::select! {
-        served = serving => served,
+        () = serving => Ok(()),
         never = in_step => match never {},
     }
 }

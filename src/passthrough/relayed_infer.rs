@@ -98,20 +98,17 @@ impl NamedService for RelayedInfer {
     const NAME: &'static str = <GrpcInferenceServiceServer<Passthrough> as NamedService>::NAME;
 }
 
-impl Service<http::Request<Body>> for RelayedInfer {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Service::<http::Request<Body>>::poll_ready(&mut self.inner, cx)
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        if request.uri().path() != MODEL_INFER {
-            return self.inner.call(request);
-        }
+impl RelayedInfer {
+    /// Serves one call of the inference service: a `ModelInfer` call is
+    /// opened here, any other goes to the generated service.
+    pub(super) fn serve(
+        &self,
+        request: http::Request<Body>,
+    ) -> BoxFuture<http::Response<Body>, Infallible> {
         let mut inner = self.inner.clone();
+        if request.uri().path() != MODEL_INFER {
+            return inner.call(request);
+        }
         let gateway = self.gateway.clone();
         let limit = gateway.config().upstream.max_message_bytes as u64;
         Box::pin(async move {

@@ -45,7 +45,7 @@ struct Fleet {
 /// The running passthrough: stop it, then await it.
 pub(super) struct Server {
     stop: oneshot::Sender<()>,
-    done: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+    done: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 impl Fleet {
