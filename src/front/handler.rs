@@ -84,7 +84,9 @@ impl Pipeline {
         span.record("http.status", status);
         span.record("upstream_us", upstream.time.as_micros() as u64);
         if let Some(backend) = upstream.backend {
-            span.record("backend", backend.to_string());
+            // Formatted only by a subscriber that keeps the span: a
+            // `to_string` here cost every request ~2k instructions.
+            span.record("backend", tracing::field::display(backend));
         }
         let took = started.elapsed();
         let model = match route.model() {
