@@ -316,6 +316,32 @@ async fn server_wide_calls_answer_like_the_server() {
     assert!(index.models.iter().any(|m| m.name == "add_sub"));
 }
 
+/// The listener hands a call to its service by the service's name
+/// (`passthrough::serving`): a service it does not serve, or a method its
+/// service lacks, is `UNIMPLEMENTED`, as gRPC servers answer both.
+#[tokio::test]
+async fn a_service_or_method_not_served_is_unimplemented() {
+    let mut fleet = Fleet::start().await;
+    for path in [
+        "/no.such.Service/ServerLive",
+        "/inference.GRPCInferenceService/NoSuchMethod",
+        "/grpc.health.v1.Health/NoSuchMethod",
+    ] {
+        let mut call = RawCall::open_path(fleet.addr, path, &[]).await;
+        call.send_last(framed(&ServerLiveRequest {}));
+        let answer = call.answer().await;
+        assert_eq!(
+            answer.code,
+            Code::Unimplemented,
+            "{path}: {}",
+            answer.message
+        );
+    }
+    // The services it serves still answer.
+    let live = fleet.client.server_live(ServerLiveRequest {}).await;
+    assert!(live.unwrap().into_inner().live);
+}
+
 #[tokio::test]
 async fn no_ready_backend_is_an_unavailable_status() {
     // A port nothing listens on any more.

@@ -95,6 +95,15 @@ impl RawCall {
 
     /// [`RawCall::open`] with more request headers (`grpc-timeout`).
     pub(super) async fn open_with(addr: SocketAddr, headers: &[(&str, &str)]) -> RawCall {
+        RawCall::open_path(addr, "/inference.GRPCInferenceService/ModelInfer", headers).await
+    }
+
+    /// A call of the method `path` (`/{service}/{method}`).
+    pub(super) async fn open_path(
+        addr: SocketAddr,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> RawCall {
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
         // As stock gRPC clients do. Without it, Nagle's algorithm held this
         // client's small frames until the gateway's delayed ACK came: the
@@ -103,11 +112,9 @@ impl RawCall {
         let (client, connection) = h2::client::handshake(tcp).await.unwrap();
         tokio::spawn(connection);
         let mut client = client.ready().await.unwrap();
-        let request = http::Request::post(format!(
-            "http://{addr}/inference.GRPCInferenceService/ModelInfer"
-        ))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers");
+        let request = http::Request::post(format!("http://{addr}{path}"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers");
         let request = headers
             .iter()
             .fold(request, |request, (name, value)| {
