@@ -108,7 +108,7 @@ pub(crate) async fn serve_capped(
             health,
         },
         tls,
-        ping: limits.h2_ping_interval(),
+        http2: serving::http2(limits.h2_ping_interval()),
         handshake: limits.handshake_timeout(),
     };
     let serving = serving::serve(serving, incoming, shutdown);

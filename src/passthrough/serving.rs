@@ -40,7 +40,7 @@ use super::relayed_infer::RelayedInfer;
 use super::v1::V1GrpcService;
 use crate::proto::v1::grpc_service_server::GrpcServiceServer;
 
-/// The listener's services, and the connection's peer for each call.
+/// The listener's three services.
 #[derive(Clone)]
 pub(super) struct Services<H> {
     pub(super) infer: RelayedInfer,
@@ -48,13 +48,13 @@ pub(super) struct Services<H> {
     pub(super) health: H,
 }
 
-/// The HTTP/2 settings, as tonic's `Server` set them with the gateway's
-/// options: keep-alive pings every `ping` (a peer that does not answer
+/// The HTTP/2 settings (made once, used for every connection), as tonic's
+/// `Server` set them with the gateway's options: keep-alive pings every `ping` (a peer that does not answer
 /// one within `ping` is closed), no limit on concurrent streams per
 /// connection (gRPC servers set none; the connection cap bounds the
 /// load). hyper's own protection against streams reset at once stays on
 /// (tonic turned it off).
-fn http2(ping: Duration) -> hyper::server::conn::http2::Builder<TokioExecutor> {
+pub(super) fn http2(ping: Duration) -> hyper::server::conn::http2::Builder<TokioExecutor> {
     let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     builder
         .timer(TokioTimer::new())
@@ -88,13 +88,14 @@ pub(super) fn tls_acceptor(config: &crate::config::Config) -> io::Result<Option<
     Ok(Some(TlsAcceptor::from(Arc::new(server))))
 }
 
-/// The health service as the listener serves it: tonic-health's, behind
-/// the access rules (its answer's body is the interceptor's own type).
-pub(super) trait Health: Clone + Send + Sync + 'static {
+/// The health service's calls as the listener serves them: tonic-health's
+/// service behind the access rules, its answer's body (the interceptor's
+/// own type) made a [`Body`].
+pub(super) trait HealthCalls: Clone + Send + Sync + 'static {
     fn serve(&self, request: http::Request<Body>) -> BoxFuture<http::Response<Body>, Infallible>;
 }
 
-impl<S, B> Health for S
+impl<S, B> HealthCalls for S
 where
     S: Service<http::Request<Body>, Response = http::Response<B>, Error = Infallible>
         + Clone
@@ -111,12 +112,12 @@ where
     }
 }
 
-/// How the connections are served: the services, TLS, keep-alive and the
-/// TLS handshake's deadline.
+/// How the connections are served: the services, TLS, the HTTP/2
+/// settings ([`http2`]) and the TLS handshake's deadline.
 pub(super) struct Serving<H> {
     pub(super) services: Services<H>,
     pub(super) tls: Option<TlsAcceptor>,
-    pub(super) ping: Duration,
+    pub(super) http2: hyper::server::conn::http2::Builder<TokioExecutor>,
     pub(super) handshake: Duration,
 }
 
@@ -130,7 +131,7 @@ pub(super) async fn serve<H>(
     incoming: impl tokio_stream::Stream<Item = io::Result<EdgeIo>>,
     shutdown: impl Future<Output = ()>,
 ) where
-    H: Health,
+    H: HealthCalls,
 {
     let serving = Arc::new(serving);
     let (drain, draining) = watch::channel(());
@@ -160,7 +161,7 @@ pub(super) async fn serve<H>(
 /// then HTTP/2 until it closes; a drain ends it gracefully.
 async fn connection<H>(serving: Arc<Serving<H>>, io: EdgeIo, mut draining: watch::Receiver<()>)
 where
-    H: Health,
+    H: HealthCalls,
 {
     let peer = io.info();
     match &serving.tls {
@@ -184,26 +185,23 @@ async fn http2_until_closed<H, IO>(
     peer: TcpConnectInfo,
     draining: &mut watch::Receiver<()>,
 ) where
-    H: Health,
+    H: HealthCalls,
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let calls = Calls {
         services: serving.services.clone(),
         peer,
     };
-    let builder = http2(serving.ping);
-    let conn = builder.serve_connection(TokioIo::new(io), calls);
+    let conn = serving.http2.serve_connection(TokioIo::new(io), calls);
     let mut conn = std::pin::pin!(conn);
-    tokio::select! {
-        served = &mut conn => {
-            if let Err(error) = served {
-                tracing::debug!(%error, "gRPC connection ended");
-            }
-            return;
+    let ended = tokio::select! {
+        ended = conn.as_mut() => ended,
+        _ = draining.changed() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
         }
-        _ = draining.changed() => conn.as_mut().graceful_shutdown(),
-    }
-    if let Err(error) = conn.await {
+    };
+    if let Err(error) = ended {
         tracing::debug!(%error, "gRPC connection ended");
     }
 }
@@ -217,7 +215,7 @@ struct Calls<H> {
 
 impl<H> hyper::service::Service<http::Request<Incoming>> for Calls<H>
 where
-    H: Health,
+    H: HealthCalls,
 {
     type Response = http::Response<Body>;
     type Error = Infallible;
