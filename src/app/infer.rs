@@ -2,13 +2,15 @@
 //! every front that infers (`/infer` with its body in hand or streamed,
 //! its relayed answers, the v1 API, `/generate`): [`InferCall::new`]
 //! builds the call of a checked request once — its target (the model; a
-//! sequence's own backend), the `ModelInferRequest`, the sizes of the
+//! sequence's own backend), the `ModelInferRequest` encoded, the sizes of the
 //! inputs still to come — and [`Gateway::send_infer`] sends it through the
 //! pool, within the gateway's own deadline (`upstream.request_timeout_ms`).
 //! A request's `timeout` parameter is Triton's queueing timeout: forwarded
 //! as a parameter only, for the server to enforce, as on Triton.
 
 use std::borrow::Cow;
+
+use bytes::Bytes;
 
 use crate::app::Gateway;
 use crate::body::BodyRest;
@@ -31,7 +33,11 @@ pub(crate) struct InferCall<'r> {
     model: Cow<'r, str>,
     /// A non-zero `sequence_id`: the sequence's own backend, never another.
     sequence: Option<Vec<u8>>,
-    message: crate::proto::inference::ModelInferRequest,
+    /// The `ModelInferRequest`'s fields but its raw entries, encoded
+    /// (`to_grpc::model_infer_fields`).
+    fields: Vec<u8>,
+    /// Its `raw_input_contents` entries.
+    raw: Vec<Bytes>,
     /// Of a streamed body: the rest, and for each raw entry the size of
     /// the bytes that follow in it (`to_grpc::streamed_sizes`).
     streamed: Option<Streamed>,
@@ -54,7 +60,8 @@ impl<'r> InferCall<'r> {
         InferCall {
             model: Cow::Borrowed(&request.model_name),
             sequence: request_sequence_key(request),
-            message: to_grpc::model_infer(request),
+            fields: to_grpc::model_infer_fields(request),
+            raw: to_grpc::raw_input_contents(request),
             streamed: rest.map(|rest| Streamed {
                 rest,
                 sizes: to_grpc::streamed_sizes(request),
@@ -75,7 +82,8 @@ impl<'r> InferCall<'r> {
         InferCall {
             model: Cow::Owned(self.model.into_owned()),
             sequence: self.sequence,
-            message: self.message,
+            fields: self.fields,
+            raw: self.raw,
             streamed: self.streamed,
             tap: self.tap,
         }
@@ -111,17 +119,19 @@ impl Gateway {
         let InferCall {
             model,
             sequence,
-            message,
+            fields,
+            raw,
             streamed,
             tap,
         } = call;
         let pool = self.pool();
+        let limit = pool.settings().max_message_bytes;
         let encoded = match streamed {
-            None => EncodedInfer::new(message, pool.settings().max_message_bytes),
+            None => EncodedInfer::from_fields(&fields, raw, limit, &[], None),
             // Not held, so only gRPC's own 4 GiB bounds it (and the
             // upstream's maximum, with its own error).
             Some(Streamed { rest, sizes }) => {
-                EncodedInfer::streamed(message, usize::MAX, &sizes, rest)
+                EncodedInfer::from_fields(&fields, raw, usize::MAX, &sizes, Some(rest))
             }
         }
         .map(|e| e.tapped(tap));
@@ -140,12 +150,13 @@ impl Gateway {
     ) -> Result<(Lease, Replies)> {
         let pool = self.pool();
         pool.started().await;
-        let call = InferCall::new(request, None);
-        let lease = pool.pick(&target(&call.model, &call.sequence), &[])?;
+        let sequence = request_sequence_key(request);
+        let lease = pool.pick(&target(&request.model_name, &sequence), &[])?;
         let timeout = self.config().generate.stream_timeout();
+        let message = to_grpc::model_infer(request);
         let open = |lease: &Lease, timeout| {
             let mut client = lease.client();
-            let message = tokio_stream::once(call.message.clone());
+            let message = tokio_stream::once(message.clone());
             let request = call::request(message, timeout, ctx.trace());
             async move { client.model_stream_infer(request).await }
         };

@@ -78,20 +78,78 @@ impl std::fmt::Debug for EncodedInfer {
 impl EncodedInfer {
     /// Encodes `message`, refused as tonic refuses a message above
     /// `limit` (the upstream's `max_message_bytes`) or above gRPC's 4 GiB.
-    pub(crate) fn new(message: ModelInferRequest, limit: usize) -> Result<Self, Status> {
-        Self::build(message, limit, &[], None)
+    pub(crate) fn new(mut message: ModelInferRequest, limit: usize) -> Result<Self, Status> {
+        let raw = std::mem::take(&mut message.raw_input_contents);
+        Self::from_fields(&message.encode_to_vec(), raw, limit, &[], None)
     }
 
-    /// [`EncodedInfer::new`] for a message whose `raw_input_contents`
-    /// entry `i` is, where `streamed[i]` gives a size, that many bytes of
-    /// `rest` (the entry itself a placeholder), in entry order.
-    pub(crate) fn streamed(
-        message: ModelInferRequest,
+    /// The message whose fields other than `raw_input_contents` are
+    /// `fields`, encoded (`to_grpc::model_infer_fields`), and whose
+    /// `raw_input_contents` are `raw`; refused as [`EncodedInfer::new`]
+    /// refuses. Where `streamed[i]` gives a size, entry `i` is that many
+    /// bytes of `rest` (the entry itself a placeholder), in entry order.
+    pub(crate) fn from_fields(
+        fields: &[u8],
+        raw: Vec<Bytes>,
         limit: usize,
         streamed: &[Option<u64>],
-        rest: BodyRest,
+        rest: Option<BodyRest>,
     ) -> Result<Self, Status> {
-        Self::build(message, limit, streamed, Some(rest))
+        // Each entry's size, and whether it is promised rather than in hand.
+        let sizes: Vec<(u64, bool)> = raw
+            .iter()
+            .enumerate()
+            .map(|(i, r)| match streamed.get(i).copied().flatten() {
+                Some(promised) => (promised, true),
+                None => (r.len() as u64, false),
+            })
+            .collect();
+        let entries = sizes.iter().fold(0u64, |sum, (n, _)| {
+            sum.saturating_add(key_len(RAW_INPUT_CONTENTS) as u64 + encoded_len_varint(*n) as u64)
+                .saturating_add(*n)
+        });
+        let len = (fields.len() as u64).saturating_add(entries);
+        if len > limit as u64 {
+            return Err(Status::out_of_range(format!(
+                "Error, encoded message length too large: found {len} bytes, the limit is: {limit} bytes"
+            )));
+        }
+        let Ok(prefix_len) = u32::try_from(len) else {
+            return Err(Status::resource_exhausted(format!(
+                "Cannot return body with more than 4GB of data but got {len} bytes"
+            )));
+        };
+        let copied: usize = raw
+            .iter()
+            .filter(|r| r.len() < COPY_BELOW)
+            .map(Bytes::len)
+            .sum();
+        let mut head = BytesMut::with_capacity(PREFIX + fields.len() + copied + 16 * raw.len());
+        head.put_u8(0);
+        head.put_u32(prefix_len);
+        head.put_slice(fields);
+        let mut pieces = Vec::new();
+        for (entry, (size, promised)) in raw.into_iter().zip(sizes) {
+            encode_key(RAW_INPUT_CONTENTS, WireType::LengthDelimited, &mut head);
+            encode_varint(size, &mut head);
+            if promised {
+                pieces.push(Piece::Ready(head.split().freeze()));
+                pieces.push(Piece::Rest(size));
+            } else if entry.len() < COPY_BELOW {
+                head.put_slice(&entry);
+            } else {
+                pieces.push(Piece::Ready(head.split().freeze()));
+                pieces.push(Piece::Ready(entry));
+            }
+        }
+        if !head.is_empty() {
+            pieces.push(Piece::Ready(head.freeze()));
+        }
+        Ok(EncodedInfer {
+            pieces,
+            rest,
+            tap: None,
+        })
     }
 
     /// A message already encoded by the client, relayed as it is: the
@@ -116,71 +174,6 @@ impl EncodedInfer {
             rest: None,
             tap: None,
         }
-    }
-
-    fn build(
-        mut message: ModelInferRequest,
-        limit: usize,
-        streamed: &[Option<u64>],
-        rest: Option<BodyRest>,
-    ) -> Result<Self, Status> {
-        let raw = std::mem::take(&mut message.raw_input_contents);
-        // Each entry's size, and whether it is promised rather than in hand.
-        let sizes: Vec<(u64, bool)> = raw
-            .iter()
-            .enumerate()
-            .map(|(i, r)| match streamed.get(i).copied().flatten() {
-                Some(promised) => (promised, true),
-                None => (r.len() as u64, false),
-            })
-            .collect();
-        let entries = sizes.iter().fold(0u64, |sum, (n, _)| {
-            sum.saturating_add(key_len(RAW_INPUT_CONTENTS) as u64 + encoded_len_varint(*n) as u64)
-                .saturating_add(*n)
-        });
-        let fields = message.encoded_len();
-        let len = (fields as u64).saturating_add(entries);
-        if len > limit as u64 {
-            return Err(Status::out_of_range(format!(
-                "Error, encoded message length too large: found {len} bytes, the limit is: {limit} bytes"
-            )));
-        }
-        let Ok(prefix_len) = u32::try_from(len) else {
-            return Err(Status::resource_exhausted(format!(
-                "Cannot return body with more than 4GB of data but got {len} bytes"
-            )));
-        };
-        let copied: usize = raw
-            .iter()
-            .filter(|r| r.len() < COPY_BELOW)
-            .map(Bytes::len)
-            .sum();
-        let mut head = BytesMut::with_capacity(PREFIX + fields + copied + 16 * raw.len());
-        head.put_u8(0);
-        head.put_u32(prefix_len);
-        message.encode_raw(&mut head);
-        let mut pieces = Vec::new();
-        for (entry, (size, promised)) in raw.into_iter().zip(sizes) {
-            encode_key(RAW_INPUT_CONTENTS, WireType::LengthDelimited, &mut head);
-            encode_varint(size, &mut head);
-            if promised {
-                pieces.push(Piece::Ready(head.split().freeze()));
-                pieces.push(Piece::Rest(size));
-            } else if entry.len() < COPY_BELOW {
-                head.put_slice(&entry);
-            } else {
-                pieces.push(Piece::Ready(head.split().freeze()));
-                pieces.push(Piece::Ready(entry));
-            }
-        }
-        if !head.is_empty() {
-            pieces.push(Piece::Ready(head.freeze()));
-        }
-        Ok(EncodedInfer {
-            pieces,
-            rest,
-            tap: None,
-        })
     }
 
     /// The answer is to be walked into `tap` (see `answer`).
@@ -295,12 +288,16 @@ mod tests {
     fn streamed_entries_are_promised_by_size_between_the_same_bytes() {
         let m = message(&[20, 1 << 20, 5, 300]);
         let whole = joined(EncodedInfer::new(m.clone(), usize::MAX).unwrap());
-        let mut placeholders = m.clone();
-        placeholders.raw_input_contents[1] = Bytes::new();
-        placeholders.raw_input_contents[3] = Bytes::new();
+        let mut fields = m.clone();
+        let mut placeholders = std::mem::take(&mut fields.raw_input_contents);
+        placeholders[1] = Bytes::new();
+        placeholders[3] = Bytes::new();
         let (_, rest) = crate::body::channel();
         let streamed = [None, Some(1 << 20), None, Some(300)];
-        let encoded = EncodedInfer::streamed(placeholders, usize::MAX, &streamed, rest).unwrap();
+        let fields = fields.encode_to_vec();
+        let encoded =
+            EncodedInfer::from_fields(&fields, placeholders, usize::MAX, &streamed, Some(rest))
+                .unwrap();
         // Filling each promise with its entry's bytes gives the message.
         let mut filled = Vec::new();
         let mut promised = vec![&m.raw_input_contents[1], &m.raw_input_contents[3]].into_iter();

@@ -2,6 +2,9 @@
 //! `from_grpc`) that sees both our model types and the generated wire types.
 
 pub mod endpoints;
+mod infer_fields;
+
+pub(crate) use infer_fields::model_infer_fields;
 
 use std::collections::HashMap;
 
@@ -29,14 +32,24 @@ pub(crate) fn param(value: &Param) -> InferParameter {
 
 /// Shared-memory keys as gRPC wants them: offset and byte size as
 /// `int64_param`, byte size always present (protocol §6.3, §9 item 6).
-fn shm_params(shm: &SharedMemory, into: &mut HashMap<String, InferParameter>) {
+fn shm_params(shm: &SharedMemory) -> [(&'static str, InferParameter); 3] {
     let int = |n: u64| param(&Param::Int64(i64::try_from(n).unwrap_or(i64::MAX)));
-    into.insert(
-        "shared_memory_region".into(),
-        param(&Param::String(shm.region.clone())),
-    );
-    into.insert("shared_memory_offset".into(), int(shm.offset));
-    into.insert("shared_memory_byte_size".into(), int(shm.byte_size));
+    [
+        (
+            "shared_memory_region",
+            param(&Param::String(shm.region.clone())),
+        ),
+        ("shared_memory_offset", int(shm.offset)),
+        ("shared_memory_byte_size", int(shm.byte_size)),
+    ]
+}
+
+/// Inserts `entries` into a message's parameter map.
+fn insert_all(
+    into: &mut HashMap<String, InferParameter>,
+    entries: impl IntoIterator<Item = (&'static str, InferParameter)>,
+) {
+    into.extend(entries.into_iter().map(|(k, v)| (k.to_string(), v)));
 }
 
 /// For each `raw_input_contents` entry [`model_infer`] makes, the size of
@@ -57,17 +70,13 @@ pub(crate) fn streamed_sizes(request: &InferRequest) -> Vec<Option<u64>> {
 /// contents). The tensor `Bytes` are reference-counted, not copied here;
 /// prost copies them once into tonic's frame buffer when encoding.
 pub(crate) fn model_infer(request: &InferRequest) -> ModelInferRequest {
-    let mut raw = Vec::with_capacity(request.inputs.len());
     let inputs = request
         .inputs
         .iter()
         .map(|input| {
             let mut parameters = HashMap::new();
-            match &input.data {
-                InputData::Raw(bytes) => raw.push(bytes.clone()),
-                // A placeholder: `streamed_sizes` says what follows.
-                InputData::Streamed(_) => raw.push(Bytes::new()),
-                InputData::SharedMemory(shm) => shm_params(shm, &mut parameters),
+            if let InputData::SharedMemory(shm) = &input.data {
+                insert_all(&mut parameters, shm_params(shm));
             }
             InferInputTensor {
                 name: input.name.clone(),
@@ -90,7 +99,7 @@ pub(crate) fn model_infer(request: &InferRequest) -> ModelInferRequest {
                 );
             }
             if let Some(shm) = &output.shared_memory {
-                shm_params(shm, &mut parameters);
+                insert_all(&mut parameters, shm_params(shm));
             }
             InferRequestedOutputTensor {
                 name: output.name.clone(),
@@ -109,6 +118,22 @@ pub(crate) fn model_infer(request: &InferRequest) -> ModelInferRequest {
             .collect(),
         inputs,
         outputs,
-        raw_input_contents: raw,
+        raw_input_contents: raw_input_contents(request),
     }
+}
+
+/// The `raw_input_contents` entries of `request`'s message: one per input
+/// not in shared memory, its tensor `Bytes` reference-counted, not copied;
+/// a streamed input's entry is a placeholder ([`streamed_sizes`] says what
+/// follows).
+pub(crate) fn raw_input_contents(request: &InferRequest) -> Vec<Bytes> {
+    request
+        .inputs
+        .iter()
+        .filter_map(|input| match &input.data {
+            InputData::Raw(bytes) => Some(bytes.clone()),
+            InputData::Streamed(_) => Some(Bytes::new()),
+            InputData::SharedMemory(_) => None,
+        })
+        .collect()
 }
