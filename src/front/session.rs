@@ -9,9 +9,10 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use http::HeaderValue;
 use pingora_core::protocols::http::ServerSession;
 use pingora_core::server::ShutdownWatch;
-use pingora_core::{Error as PingoraError, ErrorType, Result as PingoraResult};
+use pingora_core::{Error as PingoraError, ErrorType, OrErr, Result as PingoraResult};
 use pingora_http::ResponseHeader;
 
 use crate::app::Gateway;
@@ -231,16 +232,12 @@ impl GatewayService {
         response: HttpResponse,
         close: bool,
     ) -> PingoraResult<()> {
-        let mut header = ResponseHeader::build(response.status, Some(response.headers.len() + 1))?;
-        for (name, value) in &response.headers {
-            header.insert_header(*name, value.as_str())?;
-        }
-        header.insert_header("Content-Length", response.body_len().to_string())?;
-        header.insert_header("Via", via(session.is_http2()))?;
+        let framing = ("Content-Length", HeaderValue::from(response.body_len()));
+        let header = head(response.status, response.headers, framing, session)?;
         if close {
             session.set_keepalive(None);
         }
-        session.write_response_header(Box::new(header)).await?;
+        session.write_response_header(header).await?;
         let mut chunks = joined_if_small(response.body).into_iter().peekable();
         // The last chunk ends the message; an empty body still ends the h2
         // stream / the HTTP/1 message.
@@ -268,19 +265,16 @@ impl GatewayService {
         mut streamed: StreamedResponse,
         shutdown: &ShutdownWatch,
     ) -> PingoraResult<()> {
-        let mut header = ResponseHeader::build(streamed.status, Some(streamed.headers.len() + 1))?;
-        for (name, value) in &streamed.headers {
-            header.insert_header(*name, value.as_str())?;
-        }
-        match streamed.length {
-            Some(length) => header.insert_header("Content-Length", length.to_string())?,
-            None => header.insert_header("Transfer-Encoding", "chunked")?,
-        }
-        header.insert_header("Via", via(session.is_http2()))?;
+        let framing = match streamed.length {
+            Some(length) => ("Content-Length", HeaderValue::from(length)),
+            None => ("Transfer-Encoding", HeaderValue::from_static("chunked")),
+        };
+        let headers = std::mem::take(&mut streamed.headers);
+        let header = head(streamed.status, headers, framing, session)?;
         if *shutdown.borrow() {
             session.set_keepalive(None);
         }
-        session.write_response_header(Box::new(header)).await?;
+        session.write_response_header(header).await?;
         let mut written = 0u64;
         loop {
             let chunk = tokio::select! {
@@ -307,6 +301,26 @@ impl GatewayService {
         }
         session.write_response_body(Bytes::new(), true).await
     }
+}
+
+/// An answer's head: `headers` (their values moved in, not copied), then
+/// the body's framing (`Content-Length` or `Transfer-Encoding`) and `Via`.
+fn head(
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    (framing, value): (&'static str, HeaderValue),
+    session: &ServerSession,
+) -> PingoraResult<Box<ResponseHeader>> {
+    // Sized for every header it gets: a map that grows re-hashes.
+    let mut header = ResponseHeader::build(status, Some(headers.len() + 2))?;
+    for (name, value) in headers {
+        let value = HeaderValue::from_maybe_shared(Bytes::from(value))
+            .explain_err(ErrorType::InvalidHTTPHeader, |_| "invalid header value")?;
+        header.insert_header(name, value)?;
+    }
+    header.insert_header(framing, value)?;
+    header.insert_header("Via", HeaderValue::from_static(via(session.is_http2())))?;
+    Ok(Box::new(header))
 }
 
 /// A small answer's chunks (a binary answer's JSON header and its tensors)
