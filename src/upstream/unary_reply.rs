@@ -23,9 +23,9 @@ use std::pin::Pin;
 use bytes::{Buf, Bytes, BytesMut};
 use http::HeaderMap;
 use http_body::Body as _;
-use tonic::{Code, Status};
+use tonic::Status;
 
-use super::raw::{RawReply, GRPC_STATUS};
+use super::raw::{carried_status, RawReply, GRPC_STATUS};
 
 /// gRPC's message prefix: a compression flag and a 4-byte length.
 const PREFIX: usize = 5;
@@ -85,11 +85,9 @@ fn eof() -> Status {
 /// The call's status from its trailers (tonic's reading, for an HTTP 200
 /// reply: a non-200 one never gets here).
 fn final_status(trailers: Option<&HeaderMap>) -> Result<(), Status> {
-    match trailers.and_then(Status::from_header_map) {
-        Some(status) if status.code() == Code::Ok => Ok(()),
-        Some(status) => Err(status),
-        None => Err(Status::unknown(NO_FINAL_STATUS)),
-    }
+    trailers
+        .and_then(carried_status)
+        .unwrap_or_else(|| Err(Status::unknown(NO_FINAL_STATUS)))
 }
 
 /// The first message of the DATA frames, as they come.
@@ -184,6 +182,7 @@ mod tests {
     use crate::proto::inference::ModelInferResponse;
     use prost::Message;
     use tonic::body::Body;
+    use tonic::Code;
 
     /// A reply of these DATA frames, then `trailers` (if any).
     fn reply(frames: Vec<Vec<u8>>, trailers: Option<&[(&'static str, &'static str)]>) -> RawReply {
