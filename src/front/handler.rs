@@ -128,8 +128,9 @@ impl Pipeline {
         upstream: std::time::Duration,
     ) {
         let m = &self.gateway.metrics();
-        let status = status.to_string();
-        m.requests.with_label_values(&[name, model, &status]).inc();
+        let mut status_text = itoa::Buffer::new();
+        let status = status_text.format(status);
+        m.requests.with_label_values(&[name, model, status]).inc();
         m.request_seconds
             .with_label_values(&[name])
             .observe(took.as_secs_f64());

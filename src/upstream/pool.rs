@@ -120,6 +120,10 @@ impl Pool {
         self.started.call_once(|| {
             tokio::spawn(Pool::run(self.me.clone()));
         });
+        // Every request asks: after the first pass, no timer and no watch.
+        if self.passes() >= 1 {
+            return;
+        }
         let wait = self.settings.connect_timeout + self.settings.health_timeout;
         let _ = tokio::time::timeout(wait, self.passes_reach(1)).await;
     }
