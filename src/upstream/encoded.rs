@@ -36,6 +36,14 @@ const PREFIX: usize = 5;
 /// beside their field header: one frame costs less than two tiny ones.
 const COPY_BELOW: usize = 16 << 10;
 
+/// A message's fields but `raw_input_contents`: their encoded length, and
+/// what writes them (prost's encoding of a message in hand, or bytes
+/// encoded before), so neither is encoded or copied twice.
+struct Fields<W> {
+    len: usize,
+    write: W,
+}
+
 /// One length-prefixed gRPC `ModelInferRequest`, in pieces. Cheap to
 /// clone (reference counts), so every attempt of a call sends the same.
 #[derive(Clone)]
@@ -80,7 +88,11 @@ impl EncodedInfer {
     /// `limit` (the upstream's `max_message_bytes`) or above gRPC's 4 GiB.
     pub(crate) fn new(mut message: ModelInferRequest, limit: usize) -> Result<Self, Status> {
         let raw = std::mem::take(&mut message.raw_input_contents);
-        Self::from_fields(&message.encode_to_vec(), raw, limit, &[], None)
+        let fields = Fields {
+            len: message.encoded_len(),
+            write: |head: &mut BytesMut| message.encode_raw(head),
+        };
+        Self::build(fields, raw, limit, &[], None)
     }
 
     /// The message whose fields other than `raw_input_contents` are
@@ -90,6 +102,22 @@ impl EncodedInfer {
     /// bytes of `rest` (the entry itself a placeholder), in entry order.
     pub(crate) fn from_fields(
         fields: &[u8],
+        raw: Vec<Bytes>,
+        limit: usize,
+        streamed: &[Option<u64>],
+        rest: Option<BodyRest>,
+    ) -> Result<Self, Status> {
+        let fields = Fields {
+            len: fields.len(),
+            write: |head: &mut BytesMut| head.put_slice(fields),
+        };
+        Self::build(fields, raw, limit, streamed, rest)
+    }
+
+    /// The message whose fields but `raw_input_contents` `fields` writes
+    /// (into the buffer that follows the gRPC prefix), then `raw`.
+    fn build(
+        fields: Fields<impl FnOnce(&mut BytesMut)>,
         raw: Vec<Bytes>,
         limit: usize,
         streamed: &[Option<u64>],
@@ -108,7 +136,7 @@ impl EncodedInfer {
             sum.saturating_add(key_len(RAW_INPUT_CONTENTS) as u64 + encoded_len_varint(*n) as u64)
                 .saturating_add(*n)
         });
-        let len = (fields.len() as u64).saturating_add(entries);
+        let len = (fields.len as u64).saturating_add(entries);
         if len > limit as u64 {
             return Err(Status::out_of_range(format!(
                 "Error, encoded message length too large: found {len} bytes, the limit is: {limit} bytes"
@@ -124,10 +152,10 @@ impl EncodedInfer {
             .filter(|r| r.len() < COPY_BELOW)
             .map(Bytes::len)
             .sum();
-        let mut head = BytesMut::with_capacity(PREFIX + fields.len() + copied + 16 * raw.len());
+        let mut head = BytesMut::with_capacity(PREFIX + fields.len + copied + 16 * raw.len());
         head.put_u8(0);
         head.put_u32(prefix_len);
-        head.put_slice(fields);
+        (fields.write)(&mut head);
         let mut pieces = Vec::new();
         for (entry, (size, promised)) in raw.into_iter().zip(sizes) {
             encode_key(RAW_INPUT_CONTENTS, WireType::LengthDelimited, &mut head);

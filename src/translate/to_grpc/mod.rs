@@ -52,7 +52,7 @@ fn insert_all(
     into.extend(entries.into_iter().map(|(k, v)| (k.to_string(), v)));
 }
 
-/// For each `raw_input_contents` entry [`model_infer`] makes, the size of
+/// For each `raw_input_contents` entry ([`raw_input_contents`]), the size of
 /// the bytes that follow in the body's rest when the input is streamed.
 pub(crate) fn streamed_sizes(request: &InferRequest) -> Vec<Option<u64>> {
     request
