@@ -1,5 +1,5 @@
 //! Micro-benchmark of the per-request backend choice (`Pool::pick` plus the
-//! lease) for 1, 2, 4, 8 and 64 backends, for each balance and for sticky
+//! lease, through `Pool::pick_addr`) for 1, 2, 4, 8 and 64 backends, for each balance and for sticky
 //! sequences: the cost per request must not grow with the number of
 //! backends. Run: `cargo bench --bench pick`.
 
@@ -58,8 +58,8 @@ fn ns_per_pick(pool: &Pool, sticky: bool) -> f64 {
             model: Some("add_sub"),
             sequence: sticky.then(|| key.format(i % 1000).as_bytes()),
         };
-        let lease = pool.pick(&target, &[]).expect("a backend");
-        std::hint::black_box(&lease);
+        let addr = pool.pick_addr(&target).expect("a backend");
+        std::hint::black_box(addr);
     }
     start.elapsed().as_nanos() as f64 / f64::from(PICKS)
 }

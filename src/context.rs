@@ -40,6 +40,11 @@ pub struct AttemptClock {
 }
 
 impl AttemptClock {
+    /// How long the attempt has run so far.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
     /// The attempt ended: its time is the request's.
     pub fn ended(self) -> Duration {
         let took = self.started.elapsed();

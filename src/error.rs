@@ -288,6 +288,26 @@ impl std::fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// What went wrong, for operators (the backends view, the 503 text, the
+/// logs): the socket error beneath a transport failure (`connection
+/// refused`), else the deepest cause, else the status's own message.
+pub(crate) fn failure_text(status: &tonic::Status) -> String {
+    if let Some(io) = causes(status).find_map(|e| e.downcast_ref::<std::io::Error>()) {
+        // "Connection refused (os error 111)" → "connection refused".
+        let text = io.to_string();
+        let text = text.split(" (os error").next().unwrap_or_default();
+        let mut chars = text.chars();
+        return chars
+            .next()
+            .map_or_else(String::new, |c| c.to_lowercase().chain(chars).collect());
+    }
+    match causes(status).last() {
+        Some(deepest) => deepest.to_string(),
+        None if status.message().is_empty() => format!("{:?}", status.code()),
+        None => status.message().to_string(),
+    }
+}
+
 /// `d` in the largest unit that keeps it at least 1 (ns, µs, ms; seconds
 /// from 10 s), with at most two decimals: `5 µs`, `47.5 ms`, `9950 ms`, `60 s`.
 pub(crate) fn duration_text(d: std::time::Duration) -> String {

@@ -7,8 +7,11 @@
 //!
 //! * `server`: the composition root (listeners, serving threads, drain,
 //!   reload);
-//! * the fronts, peers: `front` (HTTP: v2 and the legacy v1 `/api` routes)
-//!   and `passthrough` (gRPC: the v2 relay and the v1 gRPC service);
+//! * `front`: the two fronts, peers: `front::http` (HTTP: v2 and the
+//!   legacy v1 `/api` routes) and `front::grpc` (gRPC: the v2 relay and the
+//!   v1 gRPC service);
+//! * `connections`: client connections before a front serves them
+//!   (admission under the cap, the h2 preface, the lingering close);
 //! * `app`: the core both fronts share ([`Gateway`]);
 //! * `translate`: our types ↔ the generated gRPC types;
 //! * `upstream`: the pool of gRPC backends;
@@ -25,13 +28,13 @@
 pub(crate) mod app;
 pub(crate) mod body;
 pub mod config;
+pub(crate) mod connections;
 pub(crate) mod context;
 pub(crate) mod error;
 pub mod front;
 pub(crate) mod json_str;
 pub(crate) mod metrics;
 pub mod model;
-pub mod passthrough;
 pub mod proto;
 pub mod server;
 pub mod telemetry;
@@ -41,4 +44,4 @@ pub mod upstream;
 pub mod wire;
 
 pub use app::Gateway;
-pub use front::pipeline::Pipeline;
+pub use front::http::pipeline::Pipeline;

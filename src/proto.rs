@@ -4,7 +4,7 @@
 //!
 //! A module of its own rather than a re-export in `lib.rs`, so that the
 //! crate root only declares modules and nothing imports it: the modules that
-//! speak gRPC (`upstream`, `translate`, `passthrough`, `app`) depend on this
+//! speak gRPC (`upstream`, `translate`, `front::grpc`, `app`) depend on this
 //! leaf, as on any other.
 
 pub use tensorgate_proto::{health, inference, v1, FILE_DESCRIPTOR_SET};

@@ -3,35 +3,25 @@
 //! is placed fleet-wide, and the answer says which backends succeeded.
 //! Each backend that answered has its model list refreshed at once, so
 //! model-aware routing follows without waiting for the next refresh.
-//! The core ([`Gateway::control_repository`]) serves both fronts; each
-//! renders the answer itself.
+//! The core ([`control_repository`]) serves every front; each renders the
+//! answer itself.
 
-use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinSet;
 use tonic::metadata::MetadataMap;
 
+use crate::app::door::Relay;
 use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::proto::inference as pb;
 use crate::upstream::call::CallSpec;
-use crate::upstream::{health, Client, Lease, Pool, Target};
+use crate::upstream::{Client, Lease, Target};
 
 #[derive(Clone)]
 pub(crate) enum Control {
     Load(pb::RepositoryModelLoadRequest),
     Unload(pb::RepositoryModelUnloadRequest),
-}
-
-/// How the upstream calls are made: the HTTP front uses the defaults, the
-/// gRPC passthrough the client's deadline and metadata.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct CallOptions {
-    pub deadline: Option<Duration>,
-    pub metadata: MetadataMap,
 }
 
 /// What a successful repository control did.
@@ -47,48 +37,45 @@ struct Outcome {
     result: Result<()>,
 }
 
-impl Gateway {
-    /// Load or unload on every ready backend (`upstream.fanout_repository`)
-    /// or on one serving the model; shared by both fronts.
-    pub(crate) async fn control_repository(
-        &self,
-        ctx: &RequestContext,
-        model: &str,
-        control: Control,
-        options: &CallOptions,
-    ) -> Result<Placed> {
-        self.models().invalidate(model);
-        let result = if self.config().upstream.fanout_repository {
-            fan_out(ctx, self.pool(), control, options).await
-        } else {
-            one(ctx, self.pool(), model, &control, options).await
-        };
-        self.models().invalidate(model);
-        result
-    }
+/// Load or unload `model` on every ready backend
+/// (`upstream.fanout_repository`) or on one serving the model; shared by
+/// every front (`relay`: a client's call passed on, with its deadline and
+/// metadata; `Relay::default()`: the gateway's own). The model's cached
+/// signature is forgotten once the control is done, whatever its outcome:
+/// a request meanwhile may have cached the signature of before.
+pub(crate) async fn control_repository(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+    model: &str,
+    control: Control,
+    relay: &Relay,
+) -> Result<Placed> {
+    let result = if gateway.config().upstream.fanout_repository {
+        fan_out(gateway, ctx, control, relay).await
+    } else {
+        one(gateway, ctx, model, control, relay).await
+    };
+    gateway.models().invalidate(model);
+    result
 }
 
 impl Control {
     /// One attempt on `client`, with the deadline and the metadata.
-    fn send(
-        &self,
+    async fn send(
+        self,
         mut client: Client,
         timeout: Duration,
-        metadata: &MetadataMap,
-    ) -> impl Future<Output = Result<tonic::Response<()>, tonic::Status>> + 'static {
-        let control = self.clone();
-        let metadata = metadata.clone();
-        async move {
-            match control {
-                Control::Load(r) => client
-                    .repository_model_load(with(r, timeout, metadata))
-                    .await
-                    .map(|r| r.map(drop)),
-                Control::Unload(r) => client
-                    .repository_model_unload(with(r, timeout, metadata))
-                    .await
-                    .map(|r| r.map(drop)),
-            }
+        metadata: MetadataMap,
+    ) -> Result<tonic::Response<()>, tonic::Status> {
+        match self {
+            Control::Load(r) => client
+                .repository_model_load(with(r, timeout, metadata))
+                .await
+                .map(|r| r.map(drop)),
+            Control::Unload(r) => client
+                .repository_model_unload(with(r, timeout, metadata))
+                .await
+                .map(|r| r.map(drop)),
         }
     }
 }
@@ -102,81 +89,55 @@ fn with<T>(message: T, timeout: Duration, metadata: MetadataMap) -> tonic::Reque
 
 /// Sends to one backend (fan-out disabled).
 async fn one(
+    gateway: &Gateway,
     ctx: &RequestContext,
-    pool: &Pool,
     model: &str,
-    control: &Control,
-    options: &CallOptions,
+    control: Control,
+    relay: &Relay,
 ) -> Result<Placed> {
     let spec = CallSpec {
         target: Target {
             model: Some(model),
             sequence: None,
         },
-        deadline: options.deadline,
+        deadline: relay.deadline,
         optional: None,
     };
-    pool.call(ctx, &spec, |lease, timeout| {
-        control.send(lease.client(), timeout, &options.metadata)
-    })
-    .await?;
+    gateway
+        .pool()
+        .call(ctx, &spec, |lease, timeout| {
+            control
+                .clone()
+                .send(lease.client(), timeout, relay.metadata.clone())
+        })
+        .await?;
     Ok(Placed { backends: None })
 }
 
+/// Sends to every ready backend at once.
 async fn fan_out(
+    gateway: &Gateway,
     ctx: &RequestContext,
-    pool: &Arc<Pool>,
     control: Control,
-    options: &CallOptions,
+    relay: &Relay,
 ) -> Result<Placed> {
-    pool.started().await;
-    let leases = pool.leases_all();
-    if leases.is_empty() {
-        return Err(pool
-            .pick(&Target::default(), &[])
-            .err()
-            .unwrap_or_else(|| Error::internal("no backend for repository control")));
-    }
-    let mut tasks = JoinSet::new();
-    for lease in leases {
-        tasks.spawn(control_one(
-            ctx.clone(),
-            pool.clone(),
-            lease,
-            control.clone(),
-            options.clone(),
-        ));
-    }
-    let mut outcomes = Vec::new();
-    while let Some(joined) = tasks.join_next().await {
-        let outcome = joined.map_err(|e| Error::internal(format!("fan-out task failed: {e}")))?;
-        outcomes.push(outcome);
-    }
-    outcomes.sort_by(|a, b| a.address.cmp(&b.address));
-    answer(outcomes)
-}
-
-/// One backend's load or unload, in a task of its own; its time goes to
-/// the request's context (a clone is the same record).
-async fn control_one(
-    ctx: RequestContext,
-    pool: Arc<Pool>,
-    lease: Lease,
-    control: Control,
-    options: CallOptions,
-) -> Outcome {
-    let deadline = pool.deadline(options.deadline);
-    let result = pool
-        .call_on(&ctx, &lease, deadline, |lease, timeout| {
-            control.send(lease.client(), timeout, &options.metadata)
+    let metadata = relay.metadata.clone();
+    let send = move |lease: &Lease, timeout| {
+        control
+            .clone()
+            .send(lease.client(), timeout, metadata.clone())
+    };
+    let outcomes = gateway
+        .pool()
+        .call_each(ctx, relay.deadline, send)
+        .await?
+        .into_iter()
+        .map(|(addr, result)| Outcome {
+            address: addr.to_string(),
+            result,
         })
-        .await
-        .map(drop);
-    health::refresh_models(lease.backend(), pool.settings().health_timeout).await;
-    Outcome {
-        address: lease.addr().to_string(),
-        result: result.map_err(|a| a.into_error()),
-    }
+        .collect();
+    answer(outcomes)
 }
 
 /// All succeeded: the backends listed (the HTTP front's

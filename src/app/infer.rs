@@ -1,94 +1,14 @@
-//! The upstream calls of an inference request, set up in one place for
-//! every front that infers (`/infer` with its body in hand or streamed,
-//! its relayed answers, the v1 API, `/generate`): [`InferCall::new`]
-//! builds the call of a checked request once — its target (the model; a
-//! sequence's own backend), the `ModelInferRequest` encoded, the sizes of the
-//! inputs still to come — and [`Gateway::send_infer`] sends it through the
-//! pool, within the gateway's own deadline (`upstream.request_timeout_ms`).
-//! A request's `timeout` parameter is Triton's queueing timeout: forwarded
-//! as a parameter only, for the server to enforce, as on Triton.
+//! The `ModelInfer` call of an inference request whose answer is
+//! collected whole ([`Gateway::call_infer`]), through the door
+//! (`door::infer`).
 
-use std::borrow::Cow;
-
-use bytes::Bytes;
-
+use crate::app::door::{self, InferCall};
 use crate::app::Gateway;
 use crate::body::BodyRest;
 use crate::context::RequestContext;
 use crate::error::Result;
 use crate::model::{InferRequest, InferResponse};
-use crate::proto::inference::ModelInferResponse;
-use crate::translate::from_grpc::stream::Replies;
-use crate::translate::sequence::request_sequence_key;
-use crate::translate::{from_grpc, to_grpc};
-use crate::upstream::call::{self, Attempt};
-use crate::upstream::encoded::EncodedInfer;
-use crate::upstream::reply::ReplyTap;
-use crate::upstream::rpc::model_infer;
-use crate::upstream::{Lease, Target};
-
-/// One `ModelInfer` (or `ModelStreamInfer`) call of a checked request.
-pub(crate) struct InferCall<'r> {
-    /// The model: only backends serving it.
-    model: Cow<'r, str>,
-    /// A non-zero `sequence_id`: the sequence's own backend, never another.
-    sequence: Option<Vec<u8>>,
-    /// The `ModelInferRequest`'s fields but its raw entries, encoded
-    /// (`to_grpc::model_infer_fields`).
-    fields: Vec<u8>,
-    /// Its `raw_input_contents` entries.
-    raw: Vec<Bytes>,
-    /// Of a streamed body: the rest, and for each raw entry the size of
-    /// the bytes that follow in it (`to_grpc::streamed_sizes`).
-    streamed: Option<Streamed>,
-    /// Where the reply's raw outputs go as they arrive (`upstream::reply`),
-    /// if anywhere.
-    tap: Option<ReplyTap>,
-}
-
-/// The streamed part of a call: the body's rest and the sizes of its raw
-/// entries.
-struct Streamed {
-    rest: BodyRest,
-    sizes: Vec<Option<u64>>,
-}
-
-impl<'r> InferCall<'r> {
-    /// The call of `request`; its streamed inputs, if any, follow from
-    /// `rest` as the client sends them.
-    pub(crate) fn new(request: &'r InferRequest, rest: Option<BodyRest>) -> InferCall<'r> {
-        InferCall {
-            model: Cow::Borrowed(&request.model_name),
-            sequence: request_sequence_key(request),
-            fields: to_grpc::model_infer_fields(request),
-            raw: to_grpc::raw_input_contents(request),
-            streamed: rest.map(|rest| Streamed {
-                rest,
-                sizes: to_grpc::streamed_sizes(request),
-            }),
-            tap: None,
-        }
-    }
-
-    /// The call with the reply's raw outputs into `tap` as they arrive;
-    /// the reply [`Gateway::send_infer`] returns then lacks them.
-    pub(crate) fn tapped(mut self, tap: ReplyTap) -> InferCall<'r> {
-        self.tap = Some(tap);
-        self
-    }
-
-    /// The call on its own, for a task that outlives the request.
-    pub(crate) fn into_owned(self) -> InferCall<'static> {
-        InferCall {
-            model: Cow::Owned(self.model.into_owned()),
-            sequence: self.sequence,
-            fields: self.fields,
-            raw: self.raw,
-            streamed: self.streamed,
-            tap: self.tap,
-        }
-    }
-}
+use crate::translate::from_grpc;
 
 impl Gateway {
     /// `ModelInfer` of `request` on a backend serving the model, its
@@ -102,77 +22,7 @@ impl Gateway {
         request: &InferRequest,
         rest: Option<&BodyRest>,
     ) -> Result<InferResponse> {
-        let response = self
-            .send_infer(ctx, InferCall::new(request, rest.cloned()))
-            .await?;
+        let response = door::infer(self, ctx, InferCall::new(request, rest.cloned())).await?;
         Ok(from_grpc::model_infer(response, &request.id))
-    }
-
-    /// Sends `call` (the one place a `ModelInfer` goes upstream): encoded
-    /// once, its tensors not copied, retried elsewhere only when an attempt
-    /// never reached its backend (and took nothing of a streamed body).
-    pub(crate) async fn send_infer(
-        &self,
-        ctx: &RequestContext,
-        call: InferCall<'_>,
-    ) -> Result<ModelInferResponse> {
-        let InferCall {
-            model,
-            sequence,
-            fields,
-            raw,
-            streamed,
-            tap,
-        } = call;
-        let pool = self.pool();
-        let limit = pool.settings().max_message_bytes;
-        let encoded = match streamed {
-            None => EncodedInfer::from_fields(&fields, raw, limit, &[], None),
-            // Not held, so only gRPC's own 4 GiB bounds it (and the
-            // upstream's maximum, with its own error).
-            Some(Streamed { rest, sizes }) => {
-                EncodedInfer::from_fields(&fields, raw, usize::MAX, &sizes, Some(rest))
-            }
-        }
-        .map(|e| e.tapped(tap));
-        model_infer(pool, ctx, target(&model, &sequence), encoded).await
-    }
-
-    /// `ModelStreamInfer` with the one request, half-closed after it; the
-    /// deadline is the generation's (`generate.stream_timeout_ms`). The
-    /// backend is chosen as for `ModelInfer`; opening the stream counts
-    /// toward its passive health. The lease holds the backend's in-flight
-    /// count for the whole stream.
-    pub(crate) async fn open_stream_infer(
-        &self,
-        ctx: &RequestContext,
-        request: &InferRequest,
-    ) -> Result<(Lease, Replies)> {
-        let pool = self.pool();
-        pool.started().await;
-        let sequence = request_sequence_key(request);
-        let lease = pool.pick(&target(&request.model_name, &sequence), &[])?;
-        let timeout = self.config().generate.stream_timeout();
-        let message = to_grpc::model_infer(request);
-        let open = |lease: &Lease, timeout| {
-            let mut client = lease.client();
-            let message = tokio_stream::once(message.clone());
-            let request = call::request(message, timeout, ctx.trace());
-            async move { client.model_stream_infer(request).await }
-        };
-        let stream = pool
-            .call_on(ctx, &lease, timeout, open)
-            .await
-            .map_err(Attempt::into_error)?;
-        Ok((lease, Replies::new(stream, request.id.clone())))
-    }
-}
-
-/// Where a call goes: a backend serving `model`; with a sequence key, the
-/// sequence's own backend.
-fn target<'a>(model: &'a str, sequence: &'a Option<Vec<u8>>) -> Target<'a> {
-    Target {
-        model: Some(model),
-        sequence: sequence.as_deref(),
     }
 }

@@ -1,26 +1,23 @@
 //! The application core both fronts share (the HTTP front with its v1
-//! routes, the gRPC passthrough with the v1 gRPC service): the gateway's
+//! routes, the gRPC front with the v1 gRPC service): the gateway's
 //! state ([`Gateway`]: configuration, upstream pool, model cache, access
 //! rules, metrics, in-flight count, reload), the access guard, the
-//! upstream calls of an inference request (`infer`), repository fan-out,
-//! and connection accounting. It knows no HTTP or gRPC server types (no
-//! type of its own has methods outside `app`: `tests/it/layering.rs`);
-//! the fronts translate to and from it.
+//! upstream calls of an inference request (`infer`) and repository
+//! fan-out. It knows no HTTP or gRPC server types (no type of its own has
+//! methods outside `app`: `tests/it/layering.rs`); the fronts translate to
+//! and from it.
 
-mod connections;
+pub(crate) mod door;
 pub(crate) mod fanout;
 pub(crate) mod guard;
 pub(crate) mod infer;
 mod inflight;
-pub(crate) mod linger;
 pub(crate) mod metadata;
 mod models;
 pub(crate) mod shm;
+pub(crate) mod status;
 pub(crate) mod v1;
 
-pub(crate) use connections::{
-    accepted_or_backoff, refusal_budget, Admission, OpenConnections, Refusal, Slot, H2_PREFACE,
-};
 pub(crate) use inflight::{Inflight, InflightGuard};
 
 use std::sync::Arc;
@@ -30,7 +27,7 @@ use regex::Regex;
 use crate::config::Config;
 use crate::error::Result;
 use crate::metrics::Metrics;
-use crate::upstream::{ModelCache, Pool, UpstreamSettings};
+use crate::upstream::{Backend, ModelCache, Pool, UpstreamSettings};
 use crate::wire::v2_request::DecodeLimits;
 use guard::Guard;
 
@@ -121,8 +118,38 @@ impl Gateway {
         let _ = draining.wait_for(|draining| *draining).await;
     }
 
-    /// The upstream pool (shared with the gRPC passthrough and tests).
-    pub fn pool(&self) -> &Arc<Pool> {
+    /// Starts the pool's background loop on this runtime (once) and waits
+    /// for its first discovery and health pass (at most a connect and a
+    /// health timeout): the server calls it at boot, every call waits for
+    /// it.
+    pub async fn started(&self) {
+        self.pool.started().await;
+    }
+
+    /// Discovery and health passes the pool has completed.
+    pub fn passes(&self) -> u64 {
+        self.pool.passes()
+    }
+
+    /// Waits until the pool has completed `n` passes in all.
+    pub async fn passes_reach(&self, n: u64) {
+        self.pool.passes_reach(n).await;
+    }
+
+    /// The backends of the upstream group, in address order (tests read
+    /// their state; the fronts read `app::status`).
+    pub fn backends(&self) -> Vec<Arc<Backend>> {
+        self.pool.backends()
+    }
+
+    /// The backend at `addr`, if it is a member.
+    pub fn backend(&self, addr: &std::net::SocketAddr) -> Option<Arc<Backend>> {
+        self.pool.backend(addr)
+    }
+
+    /// The upstream pool: for the door (`app::door`) and the core's own
+    /// fan-out and views; no front reaches it.
+    pub(in crate::app) fn pool(&self) -> &Arc<Pool> {
         &self.pool
     }
 

@@ -3,13 +3,12 @@
 
 use std::sync::Arc;
 
+use crate::app::door::{self, Aim};
 use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Kind, Result};
 use crate::model::{ModelInfo, ModelRef};
 use crate::translate::from_grpc;
-use crate::upstream::rpc::unary;
-use crate::upstream::Target;
 
 impl Gateway {
     /// Model signature from the cache, or `ModelConfig` upstream (falling
@@ -25,22 +24,19 @@ impl Gateway {
         if let Some(info) = self.models().get(&model.name, &model.version) {
             return Ok(Some(info));
         }
-        let target = Target {
-            model: Some(&model.name),
-            sequence: None,
-        };
+        let aim = Aim::model(&model.name);
         let request = crate::proto::inference::ModelConfigRequest {
             name: model.name.clone(),
             version: model.version.clone(),
         };
-        let info = match unary(self.pool(), ctx, target, request).await {
+        let info = match door::call(self, ctx, aim, request).await {
             Ok(r) => from_grpc::model_info_from_config(r.config.unwrap_or_default()),
             Err(e) if e.kind == Kind::MissingRpc => {
                 let request = crate::proto::inference::ModelMetadataRequest {
                     name: model.name.clone(),
                     version: model.version.clone(),
                 };
-                match unary(self.pool(), ctx, target, request).await {
+                match door::call(self, ctx, aim, request).await {
                     Ok(r) => from_grpc::model_info_from_metadata(r),
                     Err(e) if e.kind == Kind::MissingRpc => return Ok(None),
                     Err(e) => return Err(e),

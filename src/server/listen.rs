@@ -20,17 +20,16 @@ use pingora_core::protocols::l4::stream::Stream as L4Stream;
 use pingora_core::protocols::{GetSocketDigest, SocketDigest, Stream, ALPN};
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
-use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::app::linger::close_lingering;
-use crate::app::{accepted_or_backoff, Admission, Gateway, OpenConnections, Refusal, Slot};
-use crate::error::{Error, Kind};
-use crate::front::admin::AdminApp;
-use crate::front::conn::{self, H2App, Protocol};
-use crate::front::http::HttpResponse;
-use crate::front::session::GatewayService;
-use crate::front::tls::ReloadingCert;
+use crate::app::Gateway;
+use crate::connections::{
+    accepted_or_backoff, refuse, sniff, Admission, OpenConnections, Protocol, Refusal, Slot,
+};
+use crate::front::http::admin::AdminApp;
+use crate::front::http::conn::{self, H2App};
+use crate::front::http::session::GatewayService;
+use crate::front::http::tls::ReloadingCert;
 
 /// Every listening socket of the process, bound and not yet serving.
 pub(crate) struct Bound {
@@ -181,8 +180,8 @@ impl BackgroundService for Edge {
         let Some(bound) = taken else { return };
         // The pool's first discovery and health pass starts now, not with
         // the first request (its warnings name unreachable backends).
-        let pool = self.gateway.pool().clone();
-        tokio::spawn(async move { pool.started().await });
+        let gateway = self.gateway.clone();
+        tokio::spawn(async move { gateway.started().await });
         let service = Arc::new(GatewayService::new(self.gateway.clone()));
         let h2 = Arc::new(H2App::new(service.clone()));
         let clients = Clients {
@@ -292,7 +291,7 @@ fn spawn_grpc(
         let _ = shutdown.wait_for(|stop| *stop).await;
     };
     tokio::spawn(async move {
-        let served = crate::passthrough::serve_capped(gateway, listener, open, stop).await;
+        let served = crate::front::grpc::serve_capped(gateway, listener, open, stop).await;
         if let Err(error) = served {
             tracing::error!(%error, "gRPC passthrough stopped");
         }
@@ -350,7 +349,7 @@ impl Clients {
         let mut l4 = L4Stream::from(tcp);
         l4.set_socket_digest(SocketDigest::from_raw_fd(fd));
         let Some(acceptor) = tls else {
-            let sniffed = tokio::time::timeout(timeouts.handshake_timeout(), conn::sniff(&mut l4));
+            let sniffed = tokio::time::timeout(timeouts.handshake_timeout(), sniff(&mut l4));
             // Silent past the deadline, closed or broken: nothing was
             // asked, nothing is answered.
             let Ok(Ok(Some((protocol, seen)))) = sniffed.await else {
@@ -378,50 +377,18 @@ impl Clients {
     }
 }
 
-/// Over the cap: a `503` with `Connection: close`, written at once
-/// (before the request: a client reads it after writing its request),
-/// then a lingering close, which lets the client write its request
-/// without a reset. The refusal holds a place in the refusal budget until
-/// the connection is closed, or a newer refusal needs the place.
-async fn refuse_over_cap(mut tcp: TcpStream, cap: usize, linger: Duration, refusal: Refusal) {
-    let error = Error::new(
-        Kind::Overloaded,
-        format!("too many open connections (connections.max_connections is {cap}); retry shortly or use another replica"),
-    );
-    let answer = raw_http1(&HttpResponse::error(&error));
-    let write = tokio::time::timeout(REFUSAL_WRITE_TIME, tcp.write_all(&answer));
-    if write.await.is_ok() {
-        tokio::select! {
-            _ = close_lingering(tcp, linger) => {}
-            _ = refusal.preempted() => {}
-        }
+/// Over the cap: the HTTP front's `503` (`Connection: close`), written
+/// at once (before the request: a client reads it after writing its
+/// request), then a lingering close, which lets the client write its
+/// request without a reset. The refusal holds a place in the refusal
+/// budget until the connection is closed, or a newer refusal needs the
+/// place.
+async fn refuse_over_cap(tcp: TcpStream, cap: usize, linger: Duration, refusal: Refusal) {
+    let answer = conn::over_cap_answer(cap);
+    tokio::select! {
+        () = refuse(tcp, &answer, linger) => {}
+        () = refusal.preempted() => {}
     }
-}
-
-/// A refusal is a few hundred bytes: a client that cannot take them this
-/// quickly is not waited for.
-const REFUSAL_WRITE_TIME: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// An answer as HTTP/1.1 bytes with `Connection: close`, for refusals made
-/// before any HTTP session exists.
-fn raw_http1(response: &HttpResponse) -> Vec<u8> {
-    let reason = http::StatusCode::from_u16(response.status)
-        .ok()
-        .and_then(|s| s.canonical_reason())
-        .unwrap_or("");
-    let mut out = format!("HTTP/1.1 {} {reason}\r\n", response.status);
-    for (name, value) in &response.headers {
-        out.push_str(&format!("{name}: {value}\r\n"));
-    }
-    out.push_str(&format!(
-        "Content-Length: {}\r\nConnection: close\r\n\r\n",
-        response.body_len()
-    ));
-    let mut out = out.into_bytes();
-    for chunk in &response.body {
-        out.extend_from_slice(chunk);
-    }
-    out
 }
 
 /// The admin listener: pingora's HTTP server app per connection, outside

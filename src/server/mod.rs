@@ -11,7 +11,8 @@ use pingora_core::server::configuration::ServerConf;
 use pingora_core::server::{RunArgs, Server};
 use pingora_core::services::background::background_service;
 
-use crate::app::{Gateway, OpenConnections};
+use crate::app::Gateway;
+use crate::connections::OpenConnections;
 use listen::{Bound, Edge};
 use services::{DrainService, ReloadService};
 use signals::Signals;
@@ -41,7 +42,7 @@ pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    let refusals = crate::app::refusal_budget(config.connections.fd_reserve);
+    let refusals = crate::connections::refusal_budget(config.connections.fd_reserve);
     let open = OpenConnections::new(cap, refusals);
     let drain = DrainService {
         gateway: gateway.clone(),

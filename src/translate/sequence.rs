@@ -18,7 +18,7 @@ pub(crate) fn sequence_key(request: &ModelInferRequest) -> Option<Vec<u8>> {
 }
 
 /// [`sequence_key`] from a message's parameters alone (a relayed call's
-/// leading fields, `passthrough::relayed_infer::Routing`).
+/// leading fields, `front::grpc::relayed_infer::Routing`).
 pub(crate) fn parameters_sequence_key(
     parameters: &HashMap<String, InferParameter>,
 ) -> Option<Vec<u8>> {

@@ -128,7 +128,7 @@ pub struct Backend {
 }
 
 impl Backend {
-    pub fn new(addr: SocketAddr, settings: Arc<UpstreamSettings>) -> Backend {
+    pub(super) fn new(addr: SocketAddr, settings: Arc<UpstreamSettings>) -> Backend {
         let origin = origin(addr, settings.tls.is_some());
         Backend {
             addr,
@@ -157,12 +157,12 @@ impl Backend {
 
     /// A client on the calling thread's request channel (cheap: HTTP/2
     /// multiplexed).
-    pub fn client(&self) -> Client {
+    pub(super) fn client(&self) -> Client {
         self.wrap(self.transport())
     }
 
     /// The calling thread's request transport, for raw calls (`raw`).
-    pub(crate) fn raw(&self) -> RawClient {
+    pub(super) fn raw(&self) -> RawClient {
         RawClient::new(self.transport(), self.model_infer_uri.clone())
     }
 
@@ -188,7 +188,7 @@ impl Backend {
     }
 
     /// A client on the health channel.
-    pub fn health_client(&self) -> Client {
+    pub(super) fn health_client(&self) -> Client {
         let channel = self
             .health_channel
             .get_or_init(|| {
@@ -307,7 +307,7 @@ impl Backend {
     /// One active check's outcome. A warning is logged when the backend
     /// starts failing its checks (or fails them for another reason), an
     /// info line when it passes again; nothing on every pass.
-    pub fn record_check(&self, verdict: &Result<(), String>) {
+    pub(super) fn record_check(&self, verdict: &Result<(), String>) {
         let mut failing = self.check_failure.lock().unwrap_or_else(|e| e.into_inner());
         match verdict {
             Ok(()) => {
@@ -337,7 +337,7 @@ impl Backend {
 
     /// The backend answered `rpc` with `UNIMPLEMENTED`: it is not called
     /// there again (until the backend fails a check).
-    pub fn record_missing(&self, rpc: OptionalRpc) {
+    pub(super) fn record_missing(&self, rpc: OptionalRpc) {
         if self.missing.fetch_or(rpc.bit(), Relaxed) & rpc.bit() == 0 {
             tracing::info!(backend = %self.addr, rpc = rpc.name(), "backend does not implement the RPC; not calling it there again");
         }
@@ -347,17 +347,18 @@ impl Backend {
         self.draining.load(Relaxed)
     }
 
-    pub fn set_draining(&self) {
+    pub(super) fn set_draining(&self) {
         self.draining.store(true, Relaxed);
     }
 
     /// The active check's verdict after its thresholds (pingora starts
     /// every backend healthy, so this mirrors it from `true`).
-    pub fn set_healthy(&self, healthy: bool) {
+    pub(super) fn set_healthy(&self, healthy: bool) {
         self.healthy.store(healthy, Relaxed);
     }
 
-    /// A readiness check passed: the backend may get traffic from now on.
+    /// A readiness check passed: the backend may get traffic from now on
+    /// (public for `benches/pick.rs`, whose backends are never checked).
     pub fn mark_seen_ready(&self) {
         if !self.seen_ready.swap(true, Relaxed) {
             tracing::info!(backend = %self.addr, "backend seen ready");
@@ -379,7 +380,7 @@ impl Backend {
             .clone()
     }
 
-    pub fn set_models(&self, models: Models) {
+    pub(super) fn set_models(&self, models: Models) {
         *self.models.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(models);
         self.models_refreshed_ms.store(self.now_ms(), Relaxed);
     }
@@ -396,7 +397,7 @@ impl Backend {
     /// reset, the gateway's own deadline passed; `why` says which): after
     /// `threshold` in a row the backend is ejected for `eject`. Returns
     /// whether this failure ejected the backend.
-    pub fn record_failure(&self, threshold: usize, eject: Duration, why: String) -> bool {
+    pub(super) fn record_failure(&self, threshold: usize, eject: Duration, why: String) -> bool {
         let failures = self.consecutive_failures.fetch_add(1, Relaxed) + 1;
         let ejected = failures >= threshold;
         if ejected {
@@ -410,7 +411,7 @@ impl Backend {
     }
 
     /// A request reached the backend and got an answer (even an error one).
-    pub fn record_success(&self) {
+    pub(super) fn record_success(&self) {
         if self.has_error.load(Relaxed) {
             self.set_last_error(None);
         }
@@ -429,7 +430,7 @@ pub struct Lease {
 }
 
 impl Lease {
-    pub fn new(backend: Arc<Backend>) -> Lease {
+    pub(super) fn new(backend: Arc<Backend>) -> Lease {
         backend.inflight.fetch_add(1, Relaxed);
         Lease { backend }
     }
@@ -442,7 +443,7 @@ impl Lease {
         self.backend.addr
     }
 
-    pub fn client(&self) -> Client {
+    pub(crate) fn client(&self) -> Client {
         self.backend.client()
     }
 

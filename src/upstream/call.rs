@@ -13,11 +13,10 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use super::backend::{Lease, OptionalRpc};
-pub(crate) use super::failure::failure_text;
+use super::backend::{Backend, Lease, OptionalRpc};
 use super::pool::{Pool, Target};
-use crate::context::RequestContext;
-use crate::error::{causes, duration_text, Error, Kind, Result};
+use crate::context::{AttemptClock, RequestContext};
+use crate::error::{causes, duration_text, failure_text, Error, Kind, Result};
 use crate::trace::TraceContext;
 
 /// The deadline of one call: its length, when it started, and whether
@@ -161,6 +160,51 @@ impl Pool {
         }
     }
 
+    /// One attempt of `rpc(lease, remaining deadline)` on every usable
+    /// backend at once (repository control's fan-out), each in a task of
+    /// its own within `deadline` (`None`: the configured one), each
+    /// backend then asked at once for its models, so model-aware routing
+    /// follows without waiting for the next refresh. The outcomes by
+    /// backend address, in address order; the "no backend" answer when
+    /// none is usable.
+    pub(crate) async fn call_each<F, Fut>(
+        self: &std::sync::Arc<Self>,
+        ctx: &RequestContext,
+        deadline: Option<Duration>,
+        rpc: F,
+    ) -> Result<Vec<(SocketAddr, Result<()>)>>
+    where
+        F: Fn(&Lease, Duration) -> Fut + Clone + Send + 'static,
+        Fut: Future<Output = Result<tonic::Response<()>, tonic::Status>> + Send,
+    {
+        self.started().await;
+        let leases = self.leases_all();
+        if leases.is_empty() {
+            return Err(self
+                .pick(&Target::default(), &[])
+                .err()
+                .unwrap_or_else(|| Error::internal("no backend for the call")));
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for lease in leases {
+            let (pool, ctx, rpc) = (self.clone(), ctx.clone(), rpc.clone());
+            tasks.spawn(async move {
+                let deadline = pool.deadline(deadline);
+                let result = pool.call_on(&ctx, &lease, deadline, rpc).await;
+                let timeout = pool.settings().health_timeout;
+                super::health::refresh_models(lease.backend(), timeout).await;
+                (lease.addr(), result.map(drop).map_err(Attempt::into_error))
+            });
+        }
+        let mut outcomes = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            outcomes
+                .push(joined.map_err(|e| Error::internal(format!("fan-out task failed: {e}")))?);
+        }
+        outcomes.sort_by_key(|(addr, _)| *addr);
+        Ok(outcomes)
+    }
+
     /// The backends known to lack `rpc`.
     fn lacking(&self, rpc: OptionalRpc) -> Vec<SocketAddr> {
         self.backends()
@@ -173,8 +217,11 @@ impl Pool {
     /// One attempt of `rpc(lease, remaining deadline)` on an already
     /// leased backend, within what is left of `deadline` (a bare
     /// `Duration` is the gateway's own), with passive health accounting
-    /// and the call's metrics; its time is added to `ctx`.
-    pub(crate) async fn call_on<T, F, Fut>(
+    /// and the call's metrics ([`Pool::attempt_succeeded`],
+    /// [`Pool::attempt_failed`]); its time is added
+    /// to `ctx`. An attempt dropped before it ends (its request's client
+    /// went away) is counted as `cancelled`.
+    pub(super) async fn call_on<T, F, Fut>(
         &self,
         ctx: &RequestContext,
         lease: &Lease,
@@ -187,29 +234,58 @@ impl Pool {
     {
         let deadline = deadline.into();
         let backend = lease.backend();
-        let clock = ctx.attempt_started(backend.addr);
+        let running = Running::new(self, backend, ctx.attempt_started(backend.addr));
         let remaining = deadline.remaining();
         let result = tokio::time::timeout(remaining, rpc(lease, remaining)).await;
+        match result {
+            Ok(Ok(response)) => {
+                running.succeeded();
+                Ok(response.into_inner())
+            }
+            Ok(Err(status)) => Err(running.failed(Some(&deadline), Failure::Status(status))),
+            Err(_) => Err(running.failed(Some(&deadline), Failure::TimedOut)),
+        }
+    }
+
+    /// Accounts for an attempt on `backend` that succeeded: the call
+    /// metrics, its time into its request's context (`clock`), and the
+    /// backend's passive health (it answered). Every call ends here or in
+    /// [`Pool::attempt_failed`]: unary attempts and streams alike.
+    pub(super) fn attempt_succeeded(&self, backend: &Backend, clock: AttemptClock) {
+        let took = clock.ended();
+        self.metrics().upstream_call(&backend.label, "ok", took);
+        backend.record_success();
+    }
+
+    /// Accounts for an attempt on `backend` that failed: the call metrics
+    /// by outcome, its time, and the backend's passive health — a failure
+    /// that blames the backend (under `deadline`, see
+    /// [`Deadline::blames_backend`]; without one, a transport failure or
+    /// a timeout) counts toward its ejection and is its `last_error`; an
+    /// error the server answered shows it is there.
+    pub(super) fn attempt_failed(
+        &self,
+        backend: &Backend,
+        clock: AttemptClock,
+        deadline: Option<&Deadline>,
+        failure: Failure,
+    ) -> Attempt {
         let finished = |outcome: &str| {
             let took = clock.ended();
             self.metrics().upstream_call(&backend.label, outcome, took);
         };
-        let (error, unreached, cause) = match result {
-            Ok(Ok(response)) => {
-                finished("ok");
-                backend.record_success();
-                return Ok(response.into_inner());
+        let (error, unreached, cause) = match failure {
+            Failure::TimedOut => {
+                let length = deadline.map_or(Duration::ZERO, |d| d.length);
+                (Error::deadline_passed(backend.addr, length), false, None)
             }
-            Err(_) => (
-                Error::deadline_passed(backend.addr, deadline.length),
-                false,
-                None,
-            ),
-            Ok(Err(status)) => (
-                Error::from_upstream(&status, backend.addr, deadline.length),
-                never_reached(&status),
-                Some(status),
-            ),
+            Failure::Status(status) => {
+                let error = match deadline {
+                    Some(deadline) => Error::from_upstream(&status, backend.addr, deadline.length),
+                    None => Error::from_status(&status),
+                };
+                (error, never_reached(&status), Some(status))
+            }
         };
         let outcome = match error.kind {
             Kind::UpstreamUnreachable => "unreachable",
@@ -217,8 +293,23 @@ impl Pool {
             _ => "error",
         };
         finished(outcome);
-        if deadline.blames_backend(error.kind, unreached) {
-            let why = deadline.failure(error.kind, cause.as_ref());
+        let blamed = match deadline {
+            Some(deadline) => deadline.blames_backend(error.kind, unreached),
+            // No deadline of ours: a timeout is the upstream's own.
+            None => {
+                unreached
+                    || matches!(
+                        error.kind,
+                        Kind::UpstreamUnreachable | Kind::UpstreamTimeout
+                    )
+            }
+        };
+        if blamed {
+            let why = match (deadline, &cause) {
+                (Some(deadline), cause) => deadline.failure(error.kind, cause.as_ref()),
+                (None, Some(status)) => failure_text(status),
+                (None, None) => "no answer".to_string(),
+            };
             let settings = self.settings();
             if backend.record_failure(settings.eject_after_failures, settings.eject, why) {
                 self.metrics()
@@ -230,11 +321,11 @@ impl Pool {
             // The server answered (an error of its own): it is there.
             backend.record_success();
         }
-        Err(if unreached {
+        if unreached {
             Attempt::NeverReached(error)
         } else {
             Attempt::Failed(error)
-        })
+        }
     }
 
     /// The request's own deadline, capped by the configured one; the
@@ -246,6 +337,68 @@ impl Pool {
             _ => Deadline::configured(cap),
         }
     }
+}
+
+/// How an attempt failed, for [`Pool::attempt_failed`].
+#[derive(Debug)]
+pub(super) enum Failure {
+    /// Its deadline passed before it ended.
+    TimedOut,
+    /// The transport or the backend failed it.
+    Status(tonic::Status),
+}
+
+/// An attempt under way: ended through [`Running::succeeded`] or
+/// [`Running::failed`], or dropped
+/// unended (its caller went away), which counts it as `cancelled` (no
+/// verdict on the backend; its time stops counting).
+pub(super) struct Running<'p> {
+    pool: &'p Pool,
+    backend: &'p Backend,
+    clock: Option<AttemptClock>,
+}
+
+impl<'p> Running<'p> {
+    pub(super) fn new(pool: &'p Pool, backend: &'p Backend, clock: AttemptClock) -> Running<'p> {
+        Running {
+            pool,
+            backend,
+            clock: Some(clock),
+        }
+    }
+
+    /// The attempt succeeded ([`Pool::attempt_succeeded`]).
+    pub(super) fn succeeded(mut self) {
+        if let Some(clock) = self.clock.take() {
+            self.pool.attempt_succeeded(self.backend, clock);
+        }
+    }
+
+    /// The attempt failed ([`Pool::attempt_failed`]).
+    pub(super) fn failed(mut self, deadline: Option<&Deadline>, failure: Failure) -> Attempt {
+        match self.clock.take() {
+            Some(clock) => self
+                .pool
+                .attempt_failed(self.backend, clock, deadline, failure),
+            // Not reached: `succeeded` and `failed` take the attempt.
+            None => Attempt::Failed(Error::internal("an attempt ended twice")),
+        }
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if let Some(clock) = self.clock.take() {
+            cancelled(self.pool, self.backend, clock);
+        }
+    }
+}
+
+/// An attempt whose caller dropped it before it ended.
+pub(super) fn cancelled(pool: &Pool, backend: &Backend, clock: AttemptClock) {
+    let took = clock.elapsed();
+    pool.metrics()
+        .upstream_call(&backend.label, "cancelled", took);
 }
 
 /// A tonic request carrying the deadline (sent as `grpc-timeout`, so the

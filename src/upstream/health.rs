@@ -14,9 +14,9 @@ use pingora::lb::Backend as LbBackend;
 use pingora_core::{Error as PingoraError, ErrorType, Result as PingoraResult};
 
 use super::backend::{Backend, Models, OptionalRpc};
-use super::failure::failure_text;
 use super::UpstreamSettings;
 use crate::error::duration_text;
+use crate::error::failure_text;
 use crate::proto::inference as pb;
 
 /// Finds our backend for a pingora backend (set once the pool exists).

@@ -13,6 +13,7 @@
 //! - `encoded.rs`: `ModelInfer` requests sent without copying tensors;
 //! - `reply.rs`: `ModelInfer` replies whose raw outputs are handed on as
 //!   they arrive;
+//! - `stream.rs`: a `ModelStreamInfer` stream, accounted as one call;
 //! - `raw.rs`: calls whose reply is handed back undecoded (the
 //!   passthrough's `ModelInfer`);
 //! - `unary_reply.rs`: a raw call's one message and status, read as
@@ -24,7 +25,6 @@ pub(crate) mod backend;
 pub(crate) mod call;
 pub(crate) mod discovery;
 pub(crate) mod encoded;
-mod failure;
 mod h2_transport;
 pub(crate) mod health;
 pub(crate) mod model_info;
@@ -35,6 +35,7 @@ pub(crate) mod raw;
 pub mod reply;
 pub(crate) mod rpc;
 pub(crate) mod select;
+pub(crate) mod stream;
 pub(crate) mod thread_slot;
 mod transport;
 mod unary_reply;

@@ -210,8 +210,10 @@ impl Pool {
         Ok(())
     }
 
-    /// Picks the backend for one request, skipping `tried` (earlier attempts).
-    pub fn pick(&self, target: &Target, tried: &[SocketAddr]) -> Result<Lease> {
+    /// Picks the backend for one request, skipping `tried` (earlier
+    /// attempts). Only the pool's own calls pick (`call`, `stream`): a
+    /// lease outside them would be a call the pool does not account for.
+    pub(super) fn pick(&self, target: &Target, tried: &[SocketAddr]) -> Result<Lease> {
         let members = self.members();
         if let Some(key) = target.sequence {
             return self.pick_sticky(&members, target.model, key);
@@ -272,8 +274,15 @@ impl Pool {
         Err(self.no_backend(members, &[]))
     }
 
+    /// Where a request for `target` would go now, the lease taken and
+    /// given back at once as a call's is (for `benches/pick.rs`, which
+    /// measures the choice per request).
+    pub fn pick_addr(&self, target: &Target) -> Result<SocketAddr> {
+        self.pick(target, &[]).map(|lease| lease.addr())
+    }
+
     /// Every usable backend (repository control fan-out).
-    pub fn leases_all(&self) -> Vec<Lease> {
+    pub(super) fn leases_all(&self) -> Vec<Lease> {
         self.members()
             .ordered
             .iter()

@@ -3,7 +3,7 @@
 //! frames, trailers — without tonic decoding it. The gRPC passthrough
 //! relays `ModelInfer` calls this way: a large one without either
 //! direction holding a whole message, a small one without decoding and
-//! re-encoding it (`passthrough::relayed_infer`), through `Pool::call`
+//! re-encoding it (`front::grpc::relayed_infer`), through `Pool::call`
 //! (in `call`) like any call: the pool's deadline, ejection and retries.
 //!
 //! A call fails here, as a generated client's would, when the backend
@@ -22,13 +22,7 @@ use tower_service::Service;
 
 use super::encoded::EncodedInfer;
 use super::transport::Transport;
-
-/// The path of `ModelInfer`.
-pub(crate) const MODEL_INFER: &str = "/inference.GRPCInferenceService/ModelInfer";
-
-/// A call's status header: in a reply's head when it is "trailers-only"
-/// (a name parsed once, not on every lookup).
-pub(crate) const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
+pub(crate) use crate::wire::grpc_head::{GRPC_STATUS, MODEL_INFER};
 
 /// The status `headers` carry, if any: `Ok(())` for OK. An OK (every
 /// call that succeeds has one) is recognised without building tonic's

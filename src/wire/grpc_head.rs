@@ -11,6 +11,13 @@
 //! it with [`Head::Unwalkable`], and the caller decodes the message whole
 //! instead, with the decoder's own error if it is malformed.
 
+/// The path of `ModelInfer`.
+pub(crate) const MODEL_INFER: &str = "/inference.GRPCInferenceService/ModelInfer";
+
+/// A call's status header: in a reply's head when it is "trailers-only"
+/// (a name parsed once, not on every lookup).
+pub(crate) const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
+
 /// gRPC's message prefix: a compression flag and a big-endian length.
 pub const PREFIX_LEN: usize = 5;
 

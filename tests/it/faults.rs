@@ -178,7 +178,7 @@ async fn kill_hang_and_not_ready_under_load_lose_nothing() {
 /// (ejections expire after `eject_ms`).
 async fn wait_all_usable(fleet: &Fleet) {
     for _ in 0..500 {
-        if fleet.gateway.pool().backends().iter().all(|b| b.usable()) {
+        if fleet.gateway.backends().iter().all(|b| b.usable()) {
             return;
         }
         fleet.passes(1).await;

@@ -83,7 +83,7 @@ async fn passthrough(
     (gateway, connect(addr).await, server)
 }
 
-/// [`passthrough`] without a client: the passthrough's address.
+/// [`front::grpc`] without a client: the passthrough's address.
 pub(super) async fn serve(
     addresses: Vec<String>,
     tweak: impl FnOnce(&mut Config),
@@ -96,14 +96,14 @@ pub(super) async fn serve(
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    let done = tokio::spawn(tensorgate::passthrough::serve(
+    let done = tokio::spawn(tensorgate::front::grpc::serve(
         gateway.clone(),
         listener,
         async move {
             let _ = stopped.await;
         },
     ));
-    gateway.pool().started().await;
+    gateway.started().await;
     (gateway, addr, Server { stop, done })
 }
 
@@ -317,7 +317,7 @@ async fn server_wide_calls_answer_like_the_server() {
 }
 
 /// The listener hands a call to its service by the service's name
-/// (`passthrough::serving`): a service it does not serve, or a method its
+/// (`front::grpc::serving`): a service it does not serve, or a method its
 /// service lacks, is `UNIMPLEMENTED`, as gRPC servers answer both.
 #[tokio::test]
 async fn a_service_or_method_not_served_is_unimplemented() {
@@ -453,13 +453,7 @@ async fn a_dropped_stream_cancels_upstream_and_frees_the_backend() {
     for _ in 0..2 {
         responses.next().await.expect("a response").expect("ok");
     }
-    let inflight = |g: &Gateway| {
-        g.pool()
-            .backends()
-            .iter()
-            .map(|b| b.inflight())
-            .sum::<usize>()
-    };
+    let inflight = |g: &Gateway| g.backends().iter().map(|b| b.inflight()).sum::<usize>();
     assert_eq!(inflight(&fleet.gateway), 1, "the stream holds its backend");
     drop(responses);
     drop(requests);

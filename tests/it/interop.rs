@@ -225,9 +225,9 @@ async fn a_missing_repository_index_is_asked_once() {
     })
     .await;
     h.demo.set_quirks(lacking(&["RepositoryIndex"]));
-    let pool = h.gateway.pool();
-    pool.started().await;
-    pool.passes_reach(pool.passes() + 5).await;
+    let gateway = &h.gateway;
+    gateway.started().await;
+    gateway.passes_reach(gateway.passes() + 5).await;
     let r = h.post("/v2/repository/index", "").await;
     assert_answer(
         &r,

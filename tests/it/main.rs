@@ -28,6 +28,7 @@ mod process;
 mod relayed_grpc;
 mod reload;
 mod shared_memory;
+mod stream_accounting;
 mod streamed_body;
 mod streamed_grpc;
 mod tls;

@@ -104,7 +104,7 @@ async fn a_backend_without_the_model_never_receives_it() {
 /// Waits (in health passes) until backend `i` is known (not) to serve `model`.
 async fn wait_until_models_known(fleet: &Fleet, i: usize, model: &str, serves: bool) {
     for _ in 0..500 {
-        let backend = fleet.gateway.pool().backend(&fleet.addrs[i]).unwrap();
+        let backend = fleet.gateway.backend(&fleet.addrs[i]).unwrap();
         if backend.models().serves(model) == serves {
             return;
         }

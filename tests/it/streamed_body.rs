@@ -1,5 +1,5 @@
 //! Binary `/infer` bodies streamed upstream as they arrive (`body.rs`,
-//! `front::session::stream_body`): through the real binary, in front of a
+//! `front::http::session::stream_body`): through the real binary, in front of a
 //! demo upstream of the test's own whose counters say whether the model
 //! ran. A streamed request answers exactly as one read whole; a body that
 //! ends early, runs long or breaks off never completes the upstream's

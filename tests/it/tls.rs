@@ -72,7 +72,7 @@ async fn gateway_over(upstream: &DemoUpstream, tweak: impl FnOnce(&mut Config)) 
     config.upstream.addresses = vec![upstream.local_addr().to_string()];
     tweak(&mut config);
     let gateway = Gateway::new(config).expect("valid config");
-    gateway.pool().started().await;
+    gateway.started().await;
     Arc::new(gateway)
 }
 
@@ -148,7 +148,7 @@ async fn a_large_passthrough_call_is_relayed_to_a_tls_upstream() {
         .await
         .unwrap()
         .max_decoding_message_size(64 << 20);
-    // 8 MiB: relayed as it arrives (`passthrough::relayed_infer`), through
+    // 8 MiB: relayed as it arrives (`front::grpc::relayed_infer`), through
     // tonic's `Channel`, which TLS backends use.
     let data = bytes::Bytes::from(vec![7u8; 8 << 20]);
     let request = ModelInferRequest {
@@ -172,7 +172,7 @@ async fn a_large_passthrough_call_is_relayed_to_a_tls_upstream() {
 async fn serve_passthrough(gateway: Arc<Gateway>) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(tensorgate::passthrough::serve(
+    tokio::spawn(tensorgate::front::grpc::serve(
         gateway,
         listener,
         std::future::pending(),

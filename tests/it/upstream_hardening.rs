@@ -74,7 +74,7 @@ fn assert_in_service(entry: &serde_json::Value) {
 #[tokio::test]
 async fn the_timeout_parameter_is_forwarded_not_a_deadline() {
     let h = Harness::start().await;
-    h.gateway.pool().started().await;
+    h.gateway.started().await;
     let addr = h.demo.local_addr().to_string();
     // Triton's queueing timeout of 5 µs, to a model taking 50 ms: Triton
     // (which does not queue this request) answers, and so does the gateway.
@@ -92,7 +92,7 @@ async fn the_timeout_parameter_is_forwarded_not_a_deadline() {
 #[tokio::test]
 async fn the_gateways_own_deadline_still_ejects() {
     let h = Harness::start_with(|c| c.upstream.request_timeout_ms = 100).await;
-    h.gateway.pool().started().await;
+    h.gateway.started().await;
     let addr = h.demo.local_addr().to_string();
     // A `timeout` parameter longer than the gateway's deadline changes nothing.
     for body in [slow(1000, 0), slow(1000, 0), slow(1000, 5_000_000)] {
@@ -127,7 +127,7 @@ async fn grpc_client(
         .await
         .expect("binds");
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(tensorgate::passthrough::serve(
+    tokio::spawn(tensorgate::front::grpc::serve(
         gateway.clone(),
         listener,
         std::future::pending(),
@@ -164,7 +164,7 @@ fn grpc_slow(deadline: Duration) -> tonic::Request<ModelInferRequest> {
 async fn grpc_timeouts_never_eject_the_backend() {
     let h = Harness::start().await;
     let gateway = h.gateway.clone();
-    gateway.pool().started().await;
+    gateway.started().await;
     let addr = h.demo.local_addr().to_string();
     let mut client = grpc_client(&gateway).await;
     for deadline in [Duration::from_micros(5), Duration::from_millis(200)] {
@@ -199,7 +199,7 @@ async fn grpc_timeouts_never_eject_the_backend() {
 #[tokio::test]
 async fn at_boot_the_backends_view_and_the_metrics_list_every_backend() {
     let h = Harness::start().await;
-    h.gateway.pool().started().await;
+    h.gateway.started().await;
     let addr = h.demo.local_addr().to_string();
     let entry = listing(&h.gateway, &addr).await;
     assert_in_service(&entry);
@@ -214,7 +214,7 @@ async fn an_unreachable_backend_is_named_with_its_error() {
     let (_held, dead) = refused_addrs(1);
     let dead = dead[0].clone();
     let h = Harness::start_with(|c| c.upstream.addresses = vec![dead.clone()]).await;
-    h.gateway.pool().started().await;
+    h.gateway.started().await;
     let entry = listing(&h.gateway, &dead).await;
     let why = "health check failed: connection refused";
     assert_eq!(entry["usable"], false, "{entry}");
@@ -234,7 +234,7 @@ async fn an_unreachable_backend_is_named_with_its_error() {
 async fn a_large_group_is_named_in_part() {
     let (_held, dead) = refused_addrs(7);
     let h = Harness::start_with(|c| c.upstream.addresses = dead.clone()).await;
-    h.gateway.pool().started().await;
+    h.gateway.started().await;
     let message = text(&h.post(ADD_SUB, BODY).await);
     let named = dead.iter().filter(|a| message.contains(a.as_str())).count();
     assert_eq!(named, 5, "{message}");
@@ -273,9 +273,9 @@ async fn each_unreachable_backend_is_warned_about_once() {
         c.upstream.health.interval_ms = 10;
     })
     .await;
-    let pool = h.gateway.pool();
-    pool.started().await;
-    pool.passes_reach(pool.passes() + 5).await;
+    let gateway = &h.gateway;
+    gateway.started().await;
+    gateway.passes_reach(gateway.passes() + 5).await;
     let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
     for addr in &dead {
         let warnings: Vec<&str> = logs

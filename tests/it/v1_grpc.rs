@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use tensorgate::config::Config;
-use tensorgate::passthrough::V1GrpcService;
+use tensorgate::front::grpc::V1GrpcService;
 use tensorgate::proto::v1 as pb;
 use tensorgate::Gateway;
 use tensorgate_demo::DemoUpstream;

@@ -114,7 +114,7 @@ impl Fleet {
             addrs,
             gateway,
         };
-        fleet.gateway.pool().started().await;
+        fleet.gateway.started().await;
         fleet
     }
 
@@ -124,8 +124,8 @@ impl Fleet {
 
     /// Waits for `n` more health passes (each checks every backend).
     pub(crate) async fn passes(&self, n: u64) {
-        let pool = self.gateway.pool();
-        pool.passes_reach(pool.passes() + n).await;
+        let gateway = &self.gateway;
+        gateway.passes_reach(gateway.passes() + n).await;
     }
 
     /// Requests each backend has received so far.

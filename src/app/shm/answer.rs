@@ -14,7 +14,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use super::{on_blocking_pool, HeldOutputs, Lease, OFF_THREAD_BYTES};
-use crate::app::infer::InferCall;
+use crate::app::door::{self, InferCall};
 use crate::app::Gateway;
 use crate::body::BodyRest;
 use crate::context::RequestContext;
@@ -42,7 +42,7 @@ impl Gateway {
         let (tap, tapped) = reply::tap();
         let call = InferCall::new(request, rest.cloned()).tapped(tap.clone());
         let sending = async {
-            let sent = self.send_infer(ctx, call).await;
+            let sent = door::infer(self, ctx, call).await;
             tap.end(sent.as_ref().map(drop).map_err(Error::clone)).await;
             sent
         };

@@ -8,7 +8,7 @@
 //!
 //! # `/infer` in bridge mode
 //!
-//! `front::infer` calls two hooks, both through [`Gateway::shm_bridge`]
+//! `front::http::infer` calls two hooks, both through [`Gateway::shm_bridge`]
 //! (`None` in forward mode: the parameters go to the upstream, as
 //! before). The decoder keeps what they need: `wire::v2_request` turns an
 //! input's `shared_memory_region` / `_offset` / `_byte_size` parameters

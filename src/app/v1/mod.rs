@@ -1,5 +1,5 @@
-//! The legacy v1 API's operations, shared by its HTTP routes (`front::v1`)
-//! and its gRPC service (`passthrough::v1`): upstream calls (`rpc`), the
+//! The legacy v1 API's operations, shared by its HTTP routes (`front::http::v1`)
+//! and its gRPC service (`front::grpc::v1`): upstream calls (`rpc`), the
 //! v1 `ServerStatus` (`status`), and v1 inference over the v2 path.
 
 mod rpc;

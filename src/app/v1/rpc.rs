@@ -4,21 +4,14 @@
 //! with the v2 front's choice (sticky sequences, deadlines), load/unload
 //! with its fan-out.
 
-use crate::app::fanout::{CallOptions, Control};
+use crate::app::door::Relay;
+use crate::app::door::{self, Aim};
+use crate::app::fanout::{control_repository, Control};
 use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::model::{InferRequest, InferResponse};
 use crate::proto::inference as pb;
-use crate::upstream::rpc::unary;
-use crate::upstream::Target;
-
-fn model(name: &str) -> Target<'_> {
-    Target {
-        model: Some(name),
-        sequence: None,
-    }
-}
 
 impl Gateway {
     /// The gateway is live while it runs (as its v2 health).
@@ -41,7 +34,7 @@ impl Gateway {
             repository_name: String::new(),
             ready: false,
         };
-        match unary(self.pool(), ctx, Target::default(), request).await {
+        match door::call(self, ctx, Aim::ANY, request).await {
             Ok(r) => Ok(Some(r.models)),
             Err(e) if e.kind == Kind::MissingRpc => Ok(None),
             Err(e) => Err(e),
@@ -57,7 +50,7 @@ impl Gateway {
             name: name.to_string(),
             version: String::new(),
         };
-        let r = unary(self.pool(), ctx, model(name), request).await?;
+        let r = door::call(self, ctx, Aim::model(name), request).await?;
         Ok(r.config.unwrap_or_default())
     }
 
@@ -70,7 +63,7 @@ impl Gateway {
             name: name.to_string(),
             version: String::new(),
         };
-        Ok(unary(self.pool(), ctx, model(name), request)
+        Ok(door::call(self, ctx, Aim::model(name), request)
             .await?
             .versions)
     }
@@ -85,7 +78,9 @@ impl Gateway {
             name: name.to_string(),
             version: version.to_string(),
         };
-        Ok(unary(self.pool(), ctx, model(name), request).await?.ready)
+        Ok(door::call(self, ctx, Aim::model(name), request)
+            .await?
+            .ready)
     }
 
     pub(crate) async fn v1_model_statistics(
@@ -97,12 +92,9 @@ impl Gateway {
             name: name.to_string(),
             version: String::new(),
         };
-        let target = if name.is_empty() {
-            Target::default()
-        } else {
-            model(name)
-        };
-        Ok(unary(self.pool(), ctx, target, request).await?.model_stats)
+        Ok(door::call(self, ctx, Aim::model(name), request)
+            .await?
+            .model_stats)
     }
 
     pub(crate) async fn v1_model_infer(
@@ -133,7 +125,7 @@ impl Gateway {
 
     /// Load/unload with the v2 front's fan-out (every ready backend).
     async fn v1_control(&self, ctx: &RequestContext, name: &str, control: Control) -> Result<()> {
-        self.control_repository(ctx, name, control, &CallOptions::default())
+        control_repository(self, ctx, name, control, &Relay::default())
             .await
             .map(drop)
             .map_err(|e: Error| e)

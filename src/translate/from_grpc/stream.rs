@@ -3,8 +3,6 @@
 //! taken off the response and tells whether more will come; an error
 //! without it was raised before the request was scheduled.
 
-use tonic::codec::Streaming;
-
 use crate::model::InferResponse;
 use crate::proto::inference::{infer_parameter::ParameterChoice, ModelStreamInferResponse};
 
@@ -20,25 +18,6 @@ pub(crate) enum StreamItem {
     Failed { message: String, last: bool },
     /// Refused before scheduling: no other message follows for the request.
     Refused { message: String },
-}
-
-/// The upstream's answers to one streamed request, as [`StreamItem`]s.
-pub(crate) struct Replies {
-    stream: Streaming<ModelStreamInferResponse>,
-    /// Our own copy of the client's request id (see `model_infer`).
-    request_id: Vec<u8>,
-}
-
-impl Replies {
-    pub(crate) fn new(stream: Streaming<ModelStreamInferResponse>, request_id: Vec<u8>) -> Self {
-        Replies { stream, request_id }
-    }
-
-    /// The next item; `Ok(None)` at the end of the stream.
-    pub(crate) async fn next(&mut self) -> Result<Option<StreamItem>, tonic::Status> {
-        let message = self.stream.message().await?;
-        Ok(message.map(|m| stream_item(m, &self.request_id)))
-    }
 }
 
 /// `request_id` is our own copy of the client's id (see `model_infer`).

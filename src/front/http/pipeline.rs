@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use crate::app::Gateway;
+use crate::front::http::plan::Plan;
+use crate::front::http::route::Route;
 use crate::front::http::HttpRequest;
-use crate::front::plan::Plan;
-use crate::front::route::Route;
 
 /// The HTTP pipeline over the core: every HTTP route answered with the
 /// gateway's state and upstream (`session` runs it for pingora; tests and

@@ -4,7 +4,7 @@
 
 use http::Method;
 
-use crate::front::v1::route::V1Route;
+use crate::front::http::v1::route::V1Route;
 
 pub use crate::model::ModelRef;
 
@@ -51,7 +51,7 @@ pub enum Route {
     },
     /// tensorgate's own extension: the backends of the upstream group.
     Backends,
-    /// The legacy v1 API (`[prefix]/api/...`), answered by `front::v1`.
+    /// The legacy v1 API (`[prefix]/api/...`), answered by `front::http::v1`.
     V1(V1Route),
 }
 

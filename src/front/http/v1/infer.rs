@@ -6,9 +6,9 @@
 use super::Answer;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
+use crate::front::http::pipeline::Pipeline;
+use crate::front::http::route::ModelRef;
 use crate::front::http::HttpRequest;
-use crate::front::pipeline::Pipeline;
-use crate::front::route::ModelRef;
 use crate::translate::v1::answer;
 use crate::wire::v1::{text, Format};
 

@@ -1,33 +1,18 @@
 //! Every v2 endpoint other than `/infer` (protocol §1 rows 1–18): call the
 //! matching RPC, render Triton's answer.
 
-use crate::app::fanout::{CallOptions, Control};
+use crate::app::door::{self, Aim, Relay};
+use crate::app::fanout::{control_repository, Control};
 use crate::app::metadata::Front;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
+use crate::front::http::pipeline::Pipeline;
+use crate::front::http::route::{Route, ShmAction};
+use crate::front::http::shm;
 use crate::front::http::{HttpRequest, HttpResponse};
-use crate::front::pipeline::Pipeline;
-use crate::front::route::{Route, ShmAction};
-use crate::front::shm;
 use crate::translate::from_grpc::{endpoints as render, model_config};
 use crate::translate::to_grpc::endpoints as req_pb;
-use crate::upstream::rpc::unary;
-use crate::upstream::Target;
 use http::Method;
-
-/// A request about one model: only backends serving it.
-fn model(name: &str) -> Target<'_> {
-    Target {
-        model: Some(name),
-        sequence: None,
-    }
-}
-
-/// A server-wide request: any ready backend.
-const ANY: Target<'static> = Target {
-    model: None,
-    sequence: None,
-};
 
 impl Pipeline {
     pub(crate) async fn endpoint(
@@ -36,7 +21,7 @@ impl Pipeline {
         route: &Route,
         req: &HttpRequest,
     ) -> Result<HttpResponse> {
-        let pool = &self.gateway.pool();
+        let gateway = &*self.gateway;
         let body = &req.body[..];
         let json = |bytes: Vec<u8>| Ok(HttpResponse::json(bytes));
         // Bridge mode: the gateway keeps the shared-memory regions.
@@ -53,10 +38,10 @@ impl Pipeline {
             Route::HealthLive => Ok(self.health("live", true)),
             Route::HealthReady => Ok(self.health("ready", self.gateway.ready().await)),
             Route::ModelReady(m) => {
-                let r = unary(
-                    pool,
+                let r = door::call(
+                    gateway,
                     ctx,
-                    model(&m.name),
+                    Aim::model(&m.name),
                     req_pb::model_ready(&m.name, &m.version),
                 )
                 .await?;
@@ -67,26 +52,26 @@ impl Pipeline {
                 }
             }
             Route::ServerMetadata => {
-                let r = unary(pool, ctx, ANY, req_pb::server_metadata()).await?;
+                let r = door::call(gateway, ctx, Aim::ANY, req_pb::server_metadata()).await?;
                 json(render::server_metadata_json(
                     &self.gateway.server_metadata(r, Front::Http),
                 ))
             }
             Route::ModelMetadata(m) => {
-                let r = unary(
-                    pool,
+                let r = door::call(
+                    gateway,
                     ctx,
-                    model(&m.name),
+                    Aim::model(&m.name),
                     req_pb::model_metadata(&m.name, &m.version),
                 )
                 .await;
                 rendered(r, render::model_metadata_json)
             }
             Route::ModelConfig(m) => {
-                let r = unary(
-                    pool,
+                let r = door::call(
+                    gateway,
                     ctx,
-                    model(&m.name),
+                    Aim::model(&m.name),
                     req_pb::model_config(&m.name, &m.version),
                 )
                 .await;
@@ -96,12 +81,12 @@ impl Pipeline {
                 let (name, version) = m
                     .as_ref()
                     .map_or(("", ""), |m| (&m.name[..], &m.version[..]));
-                let target = if name.is_empty() { ANY } else { model(name) };
-                let r = unary(pool, ctx, target, req_pb::model_statistics(name, version)).await;
+                let request = req_pb::model_statistics(name, version);
+                let r = door::call(gateway, ctx, Aim::model(name), request).await;
                 rendered(r, render::model_statistics_json)
             }
             Route::RepositoryIndex => {
-                let r = unary(pool, ctx, ANY, req_pb::repository_index(body)?).await;
+                let r = door::call(gateway, ctx, Aim::ANY, req_pb::repository_index(body)?).await;
                 rendered(r, render::repository_index_json)
             }
             Route::RepositoryLoad { model, repository } => {
@@ -120,16 +105,18 @@ impl Pipeline {
                 let region = region.as_deref().unwrap_or("");
                 match action {
                     ShmAction::Status => {
-                        let r = unary(pool, ctx, ANY, req_pb::system_shm_status(region)).await;
+                        let r =
+                            door::call(gateway, ctx, Aim::ANY, req_pb::system_shm_status(region))
+                                .await;
                         rendered(r, render::system_shm_status_json)
                     }
                     ShmAction::Register => {
                         let request = req_pb::system_shm_register(region, body)?;
-                        done(unary(pool, ctx, ANY, request).await)
+                        done(door::call(gateway, ctx, Aim::ANY, request).await)
                     }
                     ShmAction::Unregister => {
                         let request = req_pb::system_shm_unregister(region);
-                        done(unary(pool, ctx, ANY, request).await)
+                        done(door::call(gateway, ctx, Aim::ANY, request).await)
                     }
                 }
             }
@@ -137,16 +124,17 @@ impl Pipeline {
                 let region = region.as_deref().unwrap_or("");
                 match action {
                     ShmAction::Status => {
-                        let r = unary(pool, ctx, ANY, req_pb::cuda_shm_status(region)).await;
+                        let r = door::call(gateway, ctx, Aim::ANY, req_pb::cuda_shm_status(region))
+                            .await;
                         rendered(r, render::cuda_shm_status_json)
                     }
                     ShmAction::Register => {
                         let request = req_pb::cuda_shm_register(region, body)?;
-                        done(unary(pool, ctx, ANY, request).await)
+                        done(door::call(gateway, ctx, Aim::ANY, request).await)
                     }
                     ShmAction::Unregister => {
                         let request = req_pb::cuda_shm_unregister(region);
-                        done(unary(pool, ctx, ANY, request).await)
+                        done(door::call(gateway, ctx, Aim::ANY, request).await)
                     }
                 }
             }
@@ -158,7 +146,7 @@ impl Pipeline {
                     req_pb::trace_setting_get(model)
                 };
                 rendered(
-                    unary(pool, ctx, ANY, request).await,
+                    door::call(gateway, ctx, Aim::ANY, request).await,
                     render::trace_settings_json,
                 )
             }
@@ -173,7 +161,7 @@ impl Pipeline {
                 let applied = if request.settings.is_empty() && error.is_some() {
                     None
                 } else {
-                    Some(unary(pool, ctx, ANY, request).await?)
+                    Some(door::call(gateway, ctx, Aim::ANY, request).await?)
                 };
                 if let Some(error) = error {
                     return Err(error);
@@ -181,7 +169,7 @@ impl Pipeline {
                 let r = applied.ok_or_else(|| Error::internal("no log settings"))?;
                 json(render::log_settings_json(&r))
             }
-            Route::Backends => json(crate::front::admin::backends_json(pool)),
+            Route::Backends => json(crate::front::http::admin::backends_json(gateway)),
             Route::Infer(_) | Route::Generate(_) | Route::GenerateStream(_) | Route::V1(_) => Err(
                 Error::internal("inference and v1 routes are answered by Gateway::dispatch"),
             ),
@@ -232,10 +220,8 @@ impl Pipeline {
         model: &str,
         control: Control,
     ) -> Result<HttpResponse> {
-        let placed = self
-            .gateway
-            .control_repository(ctx, model, control, &CallOptions::default())
-            .await?;
+        let placed =
+            control_repository(&self.gateway, ctx, model, control, &Relay::default()).await?;
         let mut response = HttpResponse::empty(200, "application/json");
         if let Some(backends) = placed.backends {
             response.headers.push(("Tensorgate-Backends", backends));

@@ -9,14 +9,16 @@
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use crate::app::door::{self, Aim, StreamReplies};
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
+use crate::front::http::pipeline::Pipeline;
+use crate::front::http::plan::Plan;
+use crate::front::http::route::ModelRef;
 use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedResponse};
-use crate::front::pipeline::Pipeline;
-use crate::front::plan::Plan;
-use crate::front::route::ModelRef;
-use crate::translate::from_grpc::stream::{Replies, StreamItem};
-use crate::upstream::Lease;
+use crate::translate::from_grpc::stream::{stream_item, StreamItem};
+use crate::translate::sequence::request_sequence_key;
+use crate::translate::to_grpc;
 use crate::wire::generate;
 
 /// Events buffered between the upstream reader and the HTTP writer. Small:
@@ -32,44 +34,32 @@ const SSE_CONTENT_TYPE: &str = "text/event-stream; charset=utf-8";
 
 const NOT_ONE_RESPONSE: &str = "generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses";
 
-/// The upstream side of one generation: its answers, and the deadline of the whole generation (enforced here:
-/// tonic bounds only the wait for the response head).
+/// The upstream side of one generation: its stream (through the door,
+/// which enforces the whole generation's deadline and accounts for its
+/// end) and our own copy of the request's id.
 struct Upstream {
-    /// The backend's in-flight count covers the whole generation.
-    lease: Lease,
-    answers: Replies,
-    deadline: tokio::time::Instant,
-    /// The generation's deadline as configured (for the 504 text).
-    timeout: std::time::Duration,
+    replies: StreamReplies,
+    request_id: Vec<u8>,
 }
 
 impl Upstream {
     /// The next message; `None` at the end of the stream. A broken stream
     /// or the deadline passing becomes a failed last response.
     async fn next(&mut self) -> Option<StreamItem> {
-        let failed = |error: Error| StreamItem::Failed {
-            message: error.message,
-            last: true,
-        };
-        match tokio::time::timeout_at(self.deadline, self.answers.next()).await {
-            Ok(Ok(Some(item))) => Some(item),
-            Ok(Ok(None)) => None,
-            Ok(Err(status)) => Some(failed(Error::from_upstream(
-                &status,
-                self.lease.addr(),
-                self.timeout,
-            ))),
-            Err(_) => Some(failed(Error::deadline_passed(
-                self.lease.addr(),
-                self.timeout,
-            ))),
+        match self.replies.next().await {
+            Ok(Some(message)) => Some(stream_item(message, &self.request_id)),
+            Ok(None) => None,
+            Err(error) => Some(StreamItem::Failed {
+                message: error.message,
+                last: true,
+            }),
         }
     }
 
     /// Lets the upstream end a finished stream itself (a drop before its
     /// end would be seen as a cancellation), for a short while at most.
     async fn drain(mut self) {
-        let rest = async { while let Ok(Some(_)) = self.answers.next().await {} };
+        let rest = async { while let Ok(Some(_)) = self.replies.next().await {} };
         let _ = tokio::time::timeout(DRAIN_TIME, rest).await;
     }
 }
@@ -174,14 +164,14 @@ impl Pipeline {
         request
             .parameters
             .retain(|(k, _)| !k.starts_with("triton_"));
-        let timeout = self.gateway.config().generate.stream_timeout();
-        let deadline = tokio::time::Instant::now() + timeout;
-        let (lease, answers) = self.gateway.open_stream_infer(ctx, &request).await?;
+        let sequence = request_sequence_key(&request);
+        let aim = Aim::sequenced(&request.model_name, sequence.as_deref());
+        let message = to_grpc::model_infer(&request);
+        let requests = tokio_stream::once(message);
+        let replies = door::open_stream(&self.gateway, ctx, aim, None, requests).await?;
         Ok(Upstream {
-            lease,
-            answers,
-            deadline,
-            timeout,
+            replies,
+            request_id: request.id,
         })
     }
 }

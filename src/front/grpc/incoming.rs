@@ -18,15 +18,14 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpConnectInfo;
 
-use crate::app::linger::close_lingering;
-use crate::app::{Admission, OpenConnections, Slot, H2_PREFACE};
+use crate::connections::{self, Admission, OpenConnections, Slot, H2_PREFACE};
 
 /// Accepted connections that passed the first-bytes deadline, as the
 /// stream `serving` serves. Accepting stops when it drops the stream, or
@@ -52,7 +51,7 @@ pub(crate) fn incoming(
                 _ = ready.closed() => return,
                 accepted = listener.accept() => accepted,
             };
-            let Some(tcp) = crate::app::accepted_or_backoff(accepted).await else {
+            let Some(tcp) = connections::accepted_or_backoff(accepted).await else {
                 continue;
             };
             let slot = match open.admit().await {
@@ -113,27 +112,20 @@ enum Reason {
 }
 
 /// The server's connection preface (an empty SETTINGS frame), then GOAWAY
-/// with last stream id 0 and `reason`; then the lingering close.
-async fn refuse(mut tcp: TcpStream, tls: bool, reason: Reason, linger: Duration) {
+/// with last stream id 0 and `reason` (none on TLS: the handshake has not
+/// happened); then the lingering close.
+async fn refuse(tcp: TcpStream, tls: bool, reason: Reason, linger: Duration) {
+    let mut frames = Vec::with_capacity(9 + 17);
     if !tls {
-        let mut frames = Vec::with_capacity(9 + 17);
         // SETTINGS: length 0, type 0x4, no flags, stream 0.
         frames.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
         // GOAWAY: length 8, type 0x7, no flags, stream 0; last stream id
         // 0, the error code.
         frames.extend_from_slice(&[0, 0, 8, 0x7, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
         frames.extend_from_slice(&(reason as u32).to_be_bytes());
-        let write = tokio::time::timeout(REFUSAL_WRITE_TIME, tcp.write_all(&frames));
-        if write.await.is_err() {
-            return;
-        }
     }
-    close_lingering(tcp, linger).await;
+    connections::refuse(tcp, &frames, linger).await;
 }
-
-/// A refusal is a few dozen bytes: a client that cannot take them this
-/// quickly is not waited for.
-const REFUSAL_WRITE_TIME: Duration = Duration::from_millis(500);
 
 /// A client connection with the bytes read while checking its start put
 /// back in front, holding its slot under the cap until it closes.

@@ -1,21 +1,20 @@
 //! Client connections, counted for every listener (HTTP, HTTPS, gRPC)
-//! against one cap, and the facts every front's connection handling
-//! shares: the h2 preface, admission under the cap (a slot, or a refusal
-//! within a budget of file descriptors), the drain's closing signal,
-//! accept back-off.
+//! against one cap: admission under the cap (a slot, or a refusal within
+//! a budget of file descriptors), the refusal itself (the front's answer,
+//! then the lingering close), the drain's closing signal, accept
+//! back-off.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-/// The h2 connection preface (RFC 9113 §3.4): its first bytes tell h2c
-/// from HTTP/1 (no HTTP/1 method starts with `PRI *`).
-pub(crate) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+use super::linger::close_lingering;
 
 /// Downstream connections open now, against the cap (shared by every
 /// client listener: HTTP, HTTPS, gRPC), and the connections over the cap
@@ -200,6 +199,24 @@ impl Drop for Refusal {
         self.open.freed(was_full);
     }
 }
+
+/// Refuses an accepted connection: `answer` (the front's own refusal, in
+/// its protocol; empty: none) written within [`REFUSAL_WRITE_TIME`], then
+/// the lingering close (`linger`: `connections.linger_ms`). A caller
+/// holding a [`Refusal`] ends it early when the refusal is preempted.
+pub(crate) async fn refuse(mut tcp: TcpStream, answer: &[u8], linger: std::time::Duration) {
+    if !answer.is_empty() {
+        let write = tokio::time::timeout(REFUSAL_WRITE_TIME, tcp.write_all(answer));
+        if write.await.is_err() {
+            return;
+        }
+    }
+    close_lingering(tcp, linger).await;
+}
+
+/// A refusal is at most a few hundred bytes: a client that cannot take
+/// them this quickly is not waited for.
+const REFUSAL_WRITE_TIME: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The accepted socket, or `None` after an accept error. Out of file
 /// descriptors (which the cap and the reserve should prevent), backs off

@@ -15,9 +15,9 @@ use crate::app::v1::{next_request_id, started};
 use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
+use crate::front::http::pipeline::Pipeline;
+use crate::front::http::route::Route;
 use crate::front::http::{HttpRequest, HttpResponse};
-use crate::front::pipeline::Pipeline;
-use crate::front::route::Route;
 use crate::translate::v1::answer;
 use crate::wire::v1::Format;
 use route::V1Route;
@@ -104,15 +104,11 @@ impl Pipeline {
             }
             V1Route::Infer { model, format } => self.v1_infer(ctx, model, *format, req).await,
             V1Route::ModelLoad(model) => {
-                self.gateway.models().invalidate(model);
                 self.gateway.v1_model_load(ctx, model).await?;
-                self.gateway.models().invalidate(model);
                 Ok(Answer::empty())
             }
             V1Route::ModelUnload(model) => {
-                self.gateway.models().invalidate(model);
                 self.gateway.v1_model_unload(ctx, model).await?;
-                self.gateway.models().invalidate(model);
                 Ok(Answer::empty())
             }
             V1Route::RepositoryIndex(format) => {

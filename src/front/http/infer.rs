@@ -9,10 +9,10 @@ use crate::app::shm::HeldOutputs;
 use crate::body::{BodyRest, Fault};
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
+use crate::front::http::pipeline::Pipeline;
+use crate::front::http::plan::Plan;
+use crate::front::http::route::ModelRef;
 use crate::front::http::{too_large, Answer, HttpRequest, HttpResponse, StreamedRest};
-use crate::front::pipeline::Pipeline;
-use crate::front::plan::Plan;
-use crate::front::route::ModelRef;
 use crate::model::{DataType, InferRequest, InputData, ModelInfo, Param};
 use crate::translate::{checks, outputs};
 use crate::wire::{compress, v2_request, v2_response};
@@ -100,7 +100,7 @@ impl Pipeline {
         }
     }
 
-    /// Decodes the JSON header of a body still arriving (`front::session`
+    /// Decodes the JSON header of a body still arriving (`front::http::session`
     /// streams only binary bodies whose whole header is in `req.body`).
     /// Its binary inputs are streamed from the rest, unless one is BYTES:
     /// BYTES framing is checked on the bytes in hand, so that body is read

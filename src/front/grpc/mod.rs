@@ -36,7 +36,7 @@ use tokio::net::TcpListener;
 use tonic::codec::CompressionEncoding;
 
 use crate::app::Gateway;
-use crate::app::OpenConnections;
+use crate::connections::OpenConnections;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
 
 pub use service::Passthrough;
@@ -71,7 +71,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let limits = &gateway.config().connections;
-    let refusals = crate::app::refusal_budget(limits.fd_reserve);
+    let refusals = crate::connections::refusal_budget(limits.fd_reserve);
     let open = OpenConnections::new(limits.max_connections, refusals);
     serve_capped(gateway, listener, open, shutdown).await
 }

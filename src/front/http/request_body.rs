@@ -1,5 +1,5 @@
 //! Reading a request body within its limits: whole, or (a binary `/infer`
-//! body of `body::STREAM_FROM` bytes or more, or chunked: `front::plan`) its head up to the
+//! body of `body::STREAM_FROM` bytes or more, or chunked: `front::http::plan`) its head up to the
 //! JSON header, the rest then read by [`pump`] into the queue that streams
 //! it upstream (`body.rs`). The body-size and chunk-count limits, the
 //! body deadline and `100-continue` apply to both; `session` runs the
@@ -12,8 +12,8 @@ use pingora_core::Error as PingoraError;
 use crate::body::BodyFeed;
 use crate::config::Limits;
 use crate::error::{Error, Kind};
+use crate::front::http::plan::{Body, Plan};
 use crate::front::http::too_large;
-use crate::front::plan::{Body, Plan};
 
 /// Why a body could not be read in full.
 pub(super) enum BodyError {

@@ -44,19 +44,17 @@ use tower_service::Service;
 use super::auth::admit;
 use super::metadata;
 use super::service::Passthrough;
+use super::unary::relay_of;
+use crate::app::door::{self, Aim, RawReply, RelayedMessage};
 use crate::app::guard::Permit;
 use crate::app::{Gateway, InflightGuard};
 use crate::body::{self, BodyFeed, BodyRest, Fault, STREAM_FROM};
 use crate::context::RequestContext;
-use crate::error::{Error, Kind};
+use crate::error::{failure_text, Error, Kind};
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
 use crate::proto::inference::InferParameter;
 use crate::translate::sequence::parameters_sequence_key;
-use crate::upstream::call::{failure_text, CallSpec};
-use crate::upstream::encoded::EncodedInfer;
-use crate::upstream::raw::{RawReply, GRPC_STATUS, MODEL_INFER};
-use crate::upstream::Target;
-use crate::wire::grpc_head::{self, Head, PREFIX_LEN};
+use crate::wire::grpc_head::{self, Head, GRPC_STATUS, MODEL_INFER, PREFIX_LEN};
 
 /// The leading fields a call is routed on, read from the message's
 /// leading bytes by prost with `ModelInferRequest`'s own field numbers:
@@ -314,7 +312,7 @@ async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
     };
     let inflight = gateway.inflight().enter();
     let (message, rest) = match body {
-        None => (EncodedInfer::whole(seen), None),
+        None => (RelayedMessage::Whole(seen), None),
         Some(body) => {
             let limit = gateway.config().limits.max_streamed_body_size as u64;
             if len > limit {
@@ -324,28 +322,19 @@ async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
             tokio::spawn(pump(body, feed));
             let in_hand: u64 = seen.iter().map(|b| b.len() as u64).sum();
             let owed = (PREFIX_LEN as u64 + len).saturating_sub(in_hand);
-            (EncodedInfer::raw(seen, owed, rest.clone()), Some(rest))
+            let streamed = RelayedMessage::Streamed {
+                seen,
+                owed,
+                rest: rest.clone(),
+            };
+            (streamed, Some(rest))
         }
     };
     let sequence = parameters_sequence_key(&leading.parameters);
-    let target = Target {
-        model: Some(&leading.model_name),
-        sequence: sequence.as_deref(),
-    };
-    let spec = CallSpec {
-        target,
-        deadline: metadata::deadline(&client_metadata),
-        optional: None,
-    };
-    let forwarded = metadata::forwarded(&client_metadata);
+    let aim = Aim::sequenced(&leading.model_name, sequence.as_deref());
+    let relay = relay_of(&client_metadata);
     let ctx = RequestContext::untraced();
-    let answer = gateway
-        .pool()
-        .call(&ctx, &spec, |lease, timeout| {
-            let message = message.clone();
-            lease.raw().call(forwarded.clone(), timeout, message)
-        })
-        .await;
+    let answer = door::relay_raw(gateway, &ctx, aim, &relay, message).await;
     match answer {
         Ok(answer) => relayed(answer, (permit, inflight)),
         Err(error) => {

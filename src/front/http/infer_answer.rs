@@ -14,14 +14,14 @@
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::app::infer::InferCall;
+use crate::app::door::{self, InferCall};
 use crate::body::BodyRest;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
+use crate::front::http::infer::sent_error;
+use crate::front::http::pipeline::Pipeline;
+use crate::front::http::plan::Plan;
 use crate::front::http::{Answer, StreamedResponse};
-use crate::front::infer::sent_error;
-use crate::front::pipeline::Pipeline;
-use crate::front::plan::Plan;
 use crate::model::{element_count, InferRequest, InferResponse, OutputKind};
 use crate::translate::{from_grpc, outputs};
 use crate::upstream::reply::{self, join, ReplyTap, Tapped};
@@ -85,7 +85,7 @@ impl Pipeline {
             .tapped(tap.clone())
             .into_owned();
         tokio::spawn(async move {
-            let sent = gateway.send_infer(&ctx, call).await;
+            let sent = door::infer(&gateway, &ctx, call).await;
             tap.end(sent.map(drop)).await;
         });
     }

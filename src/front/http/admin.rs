@@ -6,16 +6,17 @@
 use serde::Serialize;
 
 use crate::app::metadata::{GATEWAY_NAME, GATEWAY_VERSION};
-use crate::upstream::{Models, Pool};
+use crate::app::status::{self, BackendState};
+use crate::app::Gateway;
 
 /// The whole answer. Written with serde_json: this endpoint is ours, so no
 /// byte of it has to equal another server's (unlike the v2 bodies, which
 /// `wire::json_write` writes as Triton's rapidjson does); the fields come
-/// out in the order they are declared.
+/// out in the order they are declared (`app::status::BackendState`'s).
 #[derive(Serialize)]
 struct BackendsView {
     gateway: GatewayView,
-    backends: Vec<BackendView>,
+    backends: Vec<BackendState>,
 }
 
 #[derive(Serialize)]
@@ -24,56 +25,16 @@ struct GatewayView {
     version: &'static str,
 }
 
-#[derive(Serialize)]
-struct BackendView {
-    address: String,
-    usable: bool,
-    seen_ready: bool,
-    /// False until a check has passed once.
-    healthy: bool,
-    ejected: bool,
-    draining: bool,
-    /// The latest failure of a check or a request since the backend last
-    /// answered.
-    last_error: Option<String>,
-    inflight: usize,
-    served: u64,
-    /// Sorted; `None` (null) when the backend has no repository index.
-    models: Option<Vec<String>>,
-}
-
 /// `{"gateway":{"name":"tensorgate","version":".."},"backends":[{"address":..,"usable":..,"seen_ready":..,"healthy":..,
 /// "ejected":..,"draining":..,"last_error":".."|null,"inflight":..,
 /// "served":..,"models":[..]|null}]}`.
-pub(crate) fn backends_json(pool: &Pool) -> Vec<u8> {
+pub(crate) fn backends_json(gateway: &Gateway) -> Vec<u8> {
     let view = BackendsView {
         gateway: GatewayView {
             name: GATEWAY_NAME,
             version: GATEWAY_VERSION,
         },
-        backends: pool
-            .backends()
-            .iter()
-            .map(|b| BackendView {
-                address: b.addr.to_string(),
-                usable: b.usable(),
-                seen_ready: b.seen_ready(),
-                healthy: b.healthy(),
-                ejected: b.ejected(),
-                draining: b.draining(),
-                last_error: b.last_error(),
-                inflight: b.inflight(),
-                served: b.served(),
-                models: match &*b.models() {
-                    Models::Unknown => None,
-                    Models::Ready(names) => {
-                        let mut names: Vec<String> = names.iter().cloned().collect();
-                        names.sort();
-                        Some(names)
-                    }
-                },
-            })
-            .collect(),
+        backends: status::backends(gateway),
     };
     serde_json::to_vec(&view).expect("structs of strings, numbers and bools always serialize")
 }
@@ -81,7 +42,7 @@ pub(crate) fn backends_json(pool: &Pool) -> Vec<u8> {
 /// The admin listener's app (pingora `ServeHttp`): `GET /metrics`,
 /// `GET /health` (200 while the process serves) and `GET /backends`.
 pub(crate) struct AdminApp {
-    pub gateway: std::sync::Arc<crate::app::Gateway>,
+    pub gateway: std::sync::Arc<Gateway>,
 }
 
 #[async_trait::async_trait]
@@ -99,7 +60,7 @@ impl pingora_core::apps::http_app::ServeHttp for AdminApp {
                 self.gateway.metrics_text(),
             ),
             (true, "/health") => (200, "text/plain", Vec::new()),
-            (true, "/backends") => (200, "application/json", backends_json(self.gateway.pool())),
+            (true, "/backends") => (200, "application/json", backends_json(&self.gateway)),
             _ => (404, "text/plain", b"Not Found".to_vec()),
         };
         http::Response::builder()

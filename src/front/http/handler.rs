@@ -9,10 +9,10 @@ use tracing::Instrument;
 use crate::app::guard::bearer;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
+use crate::front::http::pipeline::Pipeline;
+use crate::front::http::plan::Plan;
+use crate::front::http::route::Route;
 use crate::front::http::{Answer, HttpRequest, HttpResponse};
-use crate::front::pipeline::Pipeline;
-use crate::front::plan::Plan;
-use crate::front::route::Route;
 use crate::telemetry::access::{self, AccessLine};
 use crate::trace::TraceContext;
 
@@ -165,7 +165,11 @@ impl Pipeline {
         {
             Ok(permit) => permit,
             Err(error) => {
-                return Answer::Full(crate::front::v1::refusal(&self.gateway, route, &error))
+                return Answer::Full(crate::front::http::v1::refusal(
+                    &self.gateway,
+                    route,
+                    &error,
+                ))
             }
         };
         if let Route::V1(v1) = route {

@@ -12,10 +12,10 @@ use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::admit_grpc;
-use super::metadata;
 use super::stream_infer::ResponseStream;
-use super::unary::{relay, Aim};
-use crate::app::fanout::{CallOptions, Control, Placed};
+use super::unary::{relay, relay_of, returned, Target};
+use crate::app::door;
+use crate::app::fanout::{control_repository, Control, Placed};
 use crate::app::guard::Permit;
 use crate::app::metadata::Front;
 use crate::app::Gateway;
@@ -23,7 +23,6 @@ use crate::context::RequestContext;
 use crate::proto::inference as pb;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceService;
 use crate::translate::sequence::sequence_key;
-use crate::upstream::encoded::EncodedInfer;
 
 type Answer<T> = Result<Response<T>, Status>;
 
@@ -49,16 +48,11 @@ impl Passthrough {
         model: impl Fn(&Req) -> &str,
         control: impl Fn(Req) -> Control,
     ) -> Answer<Resp> {
-        let options = CallOptions {
-            deadline: metadata::deadline(request.metadata()),
-            metadata: metadata::forwarded(request.metadata()),
-        };
+        let relay = relay_of(request.metadata());
         let message = request.into_inner();
         let name = model(&message).to_owned();
         let ctx = &RequestContext::untraced();
-        let placed = self
-            .gateway
-            .control_repository(ctx, &name, control(message), &options)
+        let placed = control_repository(&self.gateway, ctx, &name, control(message), &relay)
             .await
             .map_err(|e| e.to_status())?;
         let mut response = Response::new(Resp::default());
@@ -101,8 +95,8 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::ModelReadyRequest>,
     ) -> Answer<pb::ModelReadyResponse> {
         let _permit = self.admit(&request, "health")?;
-        let aim = Aim::model(&request.get_ref().name);
-        relay(&self.gateway, request, aim).await
+        let target = Target::model(&request.get_ref().name);
+        relay(&self.gateway, request, target).await
     }
 
     /// The upstream's own answer: the client talks to the server (unless
@@ -112,7 +106,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::ServerMetadataRequest>,
     ) -> Answer<pb::ServerMetadataResponse> {
         let _permit = self.admit(&request, "metadata")?;
-        let mut response = relay(&self.gateway, request, Aim::ANY).await?;
+        let mut response = relay(&self.gateway, request, Target::ANY).await?;
         let upstream = std::mem::take(response.get_mut());
         *response.get_mut() = self.gateway.server_metadata(upstream, Front::Grpc);
         Ok(response)
@@ -123,8 +117,8 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::ModelMetadataRequest>,
     ) -> Answer<pb::ModelMetadataResponse> {
         let _permit = self.admit(&request, "metadata")?;
-        let aim = Aim::model(&request.get_ref().name);
-        relay(&self.gateway, request, aim).await
+        let target = Target::model(&request.get_ref().name);
+        relay(&self.gateway, request, target).await
     }
 
     async fn model_infer(
@@ -132,14 +126,15 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::ModelInferRequest>,
     ) -> Answer<pb::ModelInferResponse> {
         let _permit = self.admit(&request, "inference")?;
-        let aim = Aim {
-            model: Some(request.get_ref().model_name.clone()),
-            sequence: sequence_key(request.get_ref()),
-        };
-        // Encoded once, its tensors not copied again (`upstream::encoded`).
-        let limit = self.gateway.pool().settings().max_message_bytes;
-        let request = request.map(|m| EncodedInfer::new(m, limit));
-        relay(&self.gateway, request, aim).await
+        let sequence = sequence_key(request.get_ref());
+        let _inflight = self.gateway.inflight().enter();
+        let (client_metadata, _, message) = request.into_parts();
+        let relay = relay_of(&client_metadata);
+        let ctx = RequestContext::untraced();
+        // Owned: the message goes on, its tensors not copied again.
+        let model = message.model_name.clone();
+        let aim = door::Aim::sequenced(&model, sequence.as_deref());
+        returned(door::relay_model_infer(&self.gateway, &ctx, aim, &relay, message).await)
     }
 
     type ModelStreamInferStream = ResponseStream;
@@ -157,8 +152,8 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::ModelConfigRequest>,
     ) -> Answer<pb::ModelConfigResponse> {
         let _permit = self.admit(&request, "model-config")?;
-        let aim = Aim::model(&request.get_ref().name);
-        relay(&self.gateway, request, aim).await
+        let target = Target::model(&request.get_ref().name);
+        relay(&self.gateway, request, target).await
     }
 
     async fn model_statistics(
@@ -166,8 +161,8 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::ModelStatisticsRequest>,
     ) -> Answer<pb::ModelStatisticsResponse> {
         let _permit = self.admit(&request, "statistics")?;
-        let aim = Aim::model(&request.get_ref().name);
-        relay(&self.gateway, request, aim).await
+        let target = Target::model(&request.get_ref().name);
+        relay(&self.gateway, request, target).await
     }
 
     async fn repository_index(
@@ -175,7 +170,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::RepositoryIndexRequest>,
     ) -> Answer<pb::RepositoryIndexResponse> {
         let _permit = self.admit(&request, "model-repository")?;
-        relay(&self.gateway, request, Aim::ANY).await
+        relay(&self.gateway, request, Target::ANY).await
     }
 
     async fn repository_model_load(
@@ -201,7 +196,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::SystemSharedMemoryStatusRequest>,
     ) -> Answer<pb::SystemSharedMemoryStatusResponse> {
         let _permit = self.admit(&request, "shared-memory")?;
-        relay(&self.gateway, request, Aim::ANY).await
+        relay(&self.gateway, request, Target::ANY).await
     }
 
     async fn system_shared_memory_register(
@@ -209,7 +204,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::SystemSharedMemoryRegisterRequest>,
     ) -> Answer<pb::SystemSharedMemoryRegisterResponse> {
         let _permit = self.admit(&request, "shared-memory")?;
-        relay(&self.gateway, request, Aim::ANY).await
+        relay(&self.gateway, request, Target::ANY).await
     }
 
     async fn system_shared_memory_unregister(
@@ -217,7 +212,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::SystemSharedMemoryUnregisterRequest>,
     ) -> Answer<pb::SystemSharedMemoryUnregisterResponse> {
         let _permit = self.admit(&request, "shared-memory")?;
-        relay(&self.gateway, request, Aim::ANY).await
+        relay(&self.gateway, request, Target::ANY).await
     }
 
     async fn cuda_shared_memory_status(
@@ -225,7 +220,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::CudaSharedMemoryStatusRequest>,
     ) -> Answer<pb::CudaSharedMemoryStatusResponse> {
         let _permit = self.admit(&request, "shared-memory")?;
-        relay(&self.gateway, request, Aim::ANY).await
+        relay(&self.gateway, request, Target::ANY).await
     }
 
     async fn cuda_shared_memory_register(
@@ -233,7 +228,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::CudaSharedMemoryRegisterRequest>,
     ) -> Answer<pb::CudaSharedMemoryRegisterResponse> {
         let _permit = self.admit(&request, "shared-memory")?;
-        relay(&self.gateway, request, Aim::ANY).await
+        relay(&self.gateway, request, Target::ANY).await
     }
 
     async fn cuda_shared_memory_unregister(
@@ -241,7 +236,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::CudaSharedMemoryUnregisterRequest>,
     ) -> Answer<pb::CudaSharedMemoryUnregisterResponse> {
         let _permit = self.admit(&request, "shared-memory")?;
-        relay(&self.gateway, request, Aim::ANY).await
+        relay(&self.gateway, request, Target::ANY).await
     }
 
     async fn trace_setting(
@@ -249,7 +244,7 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::TraceSettingRequest>,
     ) -> Answer<pb::TraceSettingResponse> {
         let _permit = self.admit(&request, "trace")?;
-        relay(&self.gateway, request, Aim::ANY).await
+        relay(&self.gateway, request, Target::ANY).await
     }
 
     async fn log_settings(
@@ -257,6 +252,6 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::LogSettingsRequest>,
     ) -> Answer<pb::LogSettingsResponse> {
         let _permit = self.admit(&request, "logging")?;
-        relay(&self.gateway, request, Aim::ANY).await
+        relay(&self.gateway, request, Target::ANY).await
     }
 }

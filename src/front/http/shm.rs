@@ -6,8 +6,8 @@
 
 use crate::app::shm::{cuda_refused, Bridge};
 use crate::error::Result;
+use crate::front::http::route::{Route, ShmAction};
 use crate::front::http::HttpResponse;
-use crate::front::route::{Route, ShmAction};
 use crate::translate::from_grpc::endpoints as render;
 use crate::translate::to_grpc::endpoints as req_pb;
 

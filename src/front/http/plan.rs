@@ -12,7 +12,7 @@ use http::Method;
 
 use crate::body::STREAM_FROM;
 use crate::config::Limits;
-use crate::front::route::Route;
+use crate::front::http::route::Route;
 use crate::model::{InferRequest, OutputKind};
 use crate::wire::{compress, v2_request};
 

@@ -18,12 +18,12 @@ use pingora_http::ResponseHeader;
 use crate::app::Gateway;
 use crate::body;
 use crate::error::{Error, Kind};
+use crate::front::http::pipeline::Pipeline;
+use crate::front::http::plan::Plan;
+use crate::front::http::request_body::{pump, read_body, slow_body, BodyError, Counted, Read};
+use crate::front::http::route::Route;
+use crate::front::http::write_buffer;
 use crate::front::http::{via, Answer, HttpRequest, HttpResponse, StreamedResponse, StreamedRest};
-use crate::front::pipeline::Pipeline;
-use crate::front::plan::Plan;
-use crate::front::request_body::{pump, read_body, slow_body, BodyError, Counted, Read};
-use crate::front::route::Route;
-use crate::front::write_buffer;
 
 /// Answers the gateway's routes (every route is answered here; nothing is
 /// proxied raw).
@@ -219,7 +219,7 @@ impl GatewayService {
         };
         let metrics = self.gateway().metrics();
         metrics.rejected.with_label_values(&[reason]).inc();
-        let refusal = crate::front::v1::refusal(self.gateway(), route, &error);
+        let refusal = crate::front::http::v1::refusal(self.gateway(), route, &error);
         self.write_now(session, refusal, true, shutdown).await
     }
 

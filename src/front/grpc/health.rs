@@ -32,9 +32,9 @@ use tonic_health::server::{health_reporter, HealthReporter};
 use tonic_health::ServingStatus;
 
 use super::auth::admit_grpc;
+use crate::app::status;
 use crate::app::Gateway;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
-use crate::upstream::{Models, Pool};
 
 use super::service::Passthrough;
 
@@ -77,11 +77,10 @@ async fn keep_in_step(
     reporter: HealthReporter,
     mut set: BTreeMap<String, bool>,
 ) -> Infallible {
-    let pool = gateway.pool();
-    pool.started().await;
+    gateway.started().await;
     while !gateway.is_draining() {
-        let pass = pool.passes();
-        let serving = serving_models(pool);
+        let pass = gateway.passes();
+        let serving = status::serving_models(&gateway);
         let known: BTreeSet<String> = set
             .keys()
             .filter(|name| !SERVER_NAMES.contains(&name.as_str()))
@@ -94,10 +93,10 @@ async fn keep_in_step(
             update(&reporter, &mut set, &name, up).await;
         }
         for name in SERVER_NAMES {
-            update(&reporter, &mut set, name, pool.any_usable()).await;
+            update(&reporter, &mut set, name, status::any_usable(&gateway)).await;
         }
         tokio::select! {
-            _ = pool.passes_reach(pass + 1) => {}
+            _ = gateway.passes_reach(pass + 1) => {}
             _ = gateway.drain_started() => {}
         }
     }
@@ -106,17 +105,6 @@ async fn keep_in_step(
         update(&reporter, &mut set, &name, false).await;
     }
     std::future::pending().await
-}
-
-/// The models some usable backend has reported ready.
-fn serving_models(pool: &Pool) -> BTreeSet<String> {
-    let mut serving = BTreeSet::new();
-    for backend in pool.backends().iter().filter(|b| b.usable()) {
-        if let Models::Ready(names) = &*backend.models() {
-            serving.extend(names.iter().cloned());
-        }
-    }
-    serving
 }
 
 /// Sets `name`'s status when it is new or changed (`set`: what is set).

@@ -30,44 +30,16 @@ use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
 use tokio::io::AsyncReadExt;
 
-use crate::app::linger::close_lingering;
-use crate::app::{OpenConnections, H2_PREFACE};
+use crate::connections::linger::close_lingering;
+use crate::connections::OpenConnections;
 use crate::error::{Error, Kind};
+use crate::front::http::session::GatewayService;
+use crate::front::http::write_buffer::WriteBuffered;
 use crate::front::http::HttpResponse;
-use crate::front::session::GatewayService;
-use crate::front::write_buffer::WriteBuffered;
-
-/// What the first bytes of a plain connection say it speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Protocol {
-    Http1,
-    H2c,
-}
-
-/// Reads until the bytes tell the protocol: a byte that leaves the h2
-/// preface decides HTTP/1, the whole preface decides h2c. Returns what was
-/// read (to be put back) or `None` if the client closed first.
-pub(crate) async fn sniff<S: tokio::io::AsyncRead + Unpin>(
-    stream: &mut S,
-) -> std::io::Result<Option<(Protocol, BytesMut)>> {
-    let mut seen = BytesMut::with_capacity(1024);
-    loop {
-        if stream.read_buf(&mut seen).await? == 0 {
-            return Ok(None);
-        }
-        let n = seen.len().min(H2_PREFACE.len());
-        if seen[..n] != H2_PREFACE[..n] {
-            return Ok(Some((Protocol::Http1, seen)));
-        }
-        if n == H2_PREFACE.len() {
-            return Ok(Some((Protocol::H2c, seen)));
-        }
-    }
-}
 
 /// Serves HTTP/1 requests on one connection until it closes, a deadline
 /// passes, or the drain ends it. `first` holds bytes already read from
-/// the stream (by [`sniff`]); empty for TLS, whose first request then gets
+/// the stream (by `connections::sniff`); empty for TLS, whose first request then gets
 /// `handshake_timeout_ms` for its first byte. Every close the gateway
 /// decides is a lingering close ([`close_lingering`]).
 pub(crate) async fn serve_http1(
@@ -316,4 +288,37 @@ impl HttpServerApp for H2App {
     fn server_options(&self) -> Option<&HttpServerOptions> {
         Some(&self.options)
     }
+}
+
+/// The answer to a connection over the cap (`connections.max_connections`
+/// is `cap`), as HTTP/1.1 bytes: written before any request is read, so
+/// before any HTTP session exists.
+pub(crate) fn over_cap_answer(cap: usize) -> Vec<u8> {
+    let error = Error::new(
+        Kind::Overloaded,
+        format!("too many open connections (connections.max_connections is {cap}); retry shortly or use another replica"),
+    );
+    raw_http1(&HttpResponse::error(&error))
+}
+
+/// An answer as HTTP/1.1 bytes with `Connection: close`, for refusals made
+/// before any HTTP session exists.
+fn raw_http1(response: &HttpResponse) -> Vec<u8> {
+    let reason = http::StatusCode::from_u16(response.status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    let mut out = format!("HTTP/1.1 {} {reason}\r\n", response.status);
+    for (name, value) in &response.headers {
+        out.push_str(&format!("{name}: {value}\r\n"));
+    }
+    out.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        response.body_len()
+    ));
+    let mut out = out.into_bytes();
+    for chunk in &response.body {
+        out.extend_from_slice(chunk);
+    }
+    out
 }

@@ -1,0 +1,122 @@
+//! The gateway's own `ModelInfer` of a checked request ([`InferCall`],
+//! [`infer`]): its target (the model; a sequence's own backend), the
+//! `ModelInferRequest` encoded once, the sizes of the inputs still to
+//! come, and where the reply's raw outputs go if they are tapped. Sent
+//! within the gateway's own deadline (`upstream.request_timeout_ms`). A
+//! request's `timeout` parameter is Triton's queueing timeout: forwarded
+//! as a parameter only, for the server to enforce, as on Triton.
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+
+use super::{pool, Aim};
+use crate::app::Gateway;
+use crate::body::BodyRest;
+use crate::context::RequestContext;
+use crate::error::Result;
+use crate::model::InferRequest;
+use crate::proto::inference::ModelInferResponse;
+use crate::translate::sequence::request_sequence_key;
+use crate::translate::to_grpc;
+use crate::upstream::encoded::EncodedInfer;
+use crate::upstream::reply::ReplyTap;
+use crate::upstream::rpc::model_infer;
+
+/// One `ModelInfer` call of a checked request.
+pub(crate) struct InferCall<'r> {
+    /// The model: only backends serving it.
+    model: Cow<'r, str>,
+    /// A non-zero `sequence_id`: the sequence's own backend, never another.
+    sequence: Option<Vec<u8>>,
+    /// The `ModelInferRequest`'s fields but its raw entries, encoded
+    /// (`to_grpc::model_infer_fields`).
+    fields: Vec<u8>,
+    /// Its `raw_input_contents` entries.
+    raw: Vec<Bytes>,
+    /// Of a streamed body: the rest, and for each raw entry the size of
+    /// the bytes that follow in it (`to_grpc::streamed_sizes`).
+    streamed: Option<Streamed>,
+    /// Where the reply's raw outputs go as they arrive (`upstream::reply`),
+    /// if anywhere.
+    tap: Option<ReplyTap>,
+}
+
+/// The streamed part of a call: the body's rest and the sizes of its raw
+/// entries.
+struct Streamed {
+    rest: BodyRest,
+    sizes: Vec<Option<u64>>,
+}
+
+impl<'r> InferCall<'r> {
+    /// The call of `request`; its streamed inputs, if any, follow from
+    /// `rest` as the client sends them.
+    pub(crate) fn new(request: &'r InferRequest, rest: Option<BodyRest>) -> InferCall<'r> {
+        InferCall {
+            model: Cow::Borrowed(&request.model_name),
+            sequence: request_sequence_key(request),
+            fields: to_grpc::model_infer_fields(request),
+            raw: to_grpc::raw_input_contents(request),
+            streamed: rest.map(|rest| Streamed {
+                rest,
+                sizes: to_grpc::streamed_sizes(request),
+            }),
+            tap: None,
+        }
+    }
+
+    /// The call with the reply's raw outputs into `tap` as they arrive;
+    /// the reply [`infer`] returns then lacks them.
+    pub(crate) fn tapped(mut self, tap: ReplyTap) -> InferCall<'r> {
+        self.tap = Some(tap);
+        self
+    }
+
+    /// The call on its own, for a task that outlives the request.
+    pub(crate) fn into_owned(self) -> InferCall<'static> {
+        InferCall {
+            model: Cow::Owned(self.model.into_owned()),
+            sequence: self.sequence,
+            fields: self.fields,
+            raw: self.raw,
+            streamed: self.streamed,
+            tap: self.tap,
+        }
+    }
+}
+
+/// Sends `call` (the one place a `ModelInfer` of the gateway's own goes
+/// upstream): encoded once, its tensors not copied, retried elsewhere only
+/// when an attempt never reached its backend (and took nothing of a
+/// streamed body). A request with streamed inputs has their bytes sent
+/// from its rest as they arrive: a body that broke off, ran short or ran
+/// long fails the call (the upstream's stream is reset before the message
+/// completes).
+pub(crate) async fn infer(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+    call: InferCall<'_>,
+) -> Result<ModelInferResponse> {
+    let InferCall {
+        model,
+        sequence,
+        fields,
+        raw,
+        streamed,
+        tap,
+    } = call;
+    let aim = Aim::sequenced(&model, sequence.as_deref());
+    let pool = pool(gateway, &aim);
+    let limit = pool.settings().max_message_bytes;
+    let encoded = match streamed {
+        None => EncodedInfer::from_fields(&fields, raw, limit, &[], None),
+        // Not held, so only gRPC's own 4 GiB bounds it (and the
+        // upstream's maximum, with its own error).
+        Some(Streamed { rest, sizes }) => {
+            EncodedInfer::from_fields(&fields, raw, usize::MAX, &sizes, Some(rest))
+        }
+    }
+    .map(|e| e.tapped(tap));
+    model_infer(pool, ctx, aim.target(), encoded).await
+}
