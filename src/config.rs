@@ -8,9 +8,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+mod auth;
 mod connections;
 mod generate;
 mod shared_memory;
+pub(crate) use auth::SECRET_SHOWN;
+pub use auth::{ApiKey, Auth, Group, RestrictedApi};
 pub use connections::Connections;
 pub use generate::Generate;
 pub use shared_memory::{Mode as SharedMemoryMode, SharedMemory};
@@ -272,137 +275,6 @@ pub struct Limits {
     /// The whole request body must arrive within this (408 after it), so
     /// a client trickling bytes cannot hold a connection and a buffer.
     pub body_timeout_ms: u64,
-}
-
-/// API keys. Off while no key is configured (inline or in the file).
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Auth {
-    /// Keys inline.
-    pub keys: Vec<ApiKey>,
-    /// A file of keys, one per line: `<key> [group,group...]` (`#`
-    /// comments). Re-read when it changes (rotation without restart).
-    pub keys_file: Option<std::path::PathBuf>,
-    /// How often the keys file's modification time is looked at (0: on
-    /// every request that needs a key).
-    pub keys_file_check_ms: u64,
-    /// Endpoint groups anyone may call without a key.
-    pub open_groups: Vec<String>,
-    /// Triton's `--http-restricted-api=<group,...>:<header>=<value>`: those
-    /// groups answer 403 unless the request carries the header with exactly
-    /// that value (checked before the API keys).
-    pub restricted_api: Vec<RestrictedApi>,
-}
-
-/// One `--http-restricted-api` entry, in Triton's form
-/// `model-repository,logging:admin-key=secret`.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct RestrictedApi {
-    pub groups: Vec<String>,
-    pub header: String,
-    pub value: String,
-}
-
-/// Written back in the same form (`tensorgate check-config` prints it).
-impl From<RestrictedApi> for String {
-    fn from(r: RestrictedApi) -> String {
-        format!("{}:{}={}", r.groups.join(","), r.header, r.value)
-    }
-}
-
-impl TryFrom<String> for RestrictedApi {
-    type Error = String;
-
-    fn try_from(text: String) -> Result<RestrictedApi, String> {
-        let form = || format!("restricted API {text:?}: the form is <group,...>:<header>=<value>");
-        let (groups, setting) = text.split_once(':').ok_or_else(form)?;
-        let (header, value) = setting.split_once('=').ok_or_else(form)?;
-        let groups: Vec<String> = groups.split(',').map(str::to_string).collect();
-        if groups.iter().any(String::is_empty) || header.is_empty() || value.is_empty() {
-            return Err(form());
-        }
-        Ok(RestrictedApi {
-            groups,
-            header: header.to_string(),
-            value: value.to_string(),
-        })
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApiKey {
-    pub key: String,
-    /// Groups this key may call; empty: all.
-    #[serde(default)]
-    pub groups: Vec<String>,
-}
-
-/// What [`Config::without_secrets`] shows in place of a secret.
-const SECRET_SHOWN: &str = "***";
-
-/// Triton's `--http-restricted-api` groups, plus `admin` (tensorgate's own).
-pub const ENDPOINT_GROUPS: [&str; 10] = [
-    "health",
-    "metadata",
-    "model-config",
-    "statistics",
-    "inference",
-    "trace",
-    "logging",
-    "model-repository",
-    "shared-memory",
-    "admin",
-];
-
-impl Default for Auth {
-    fn default() -> Auth {
-        Auth {
-            keys: Vec::new(),
-            keys_file: None,
-            keys_file_check_ms: 1000,
-            // Load balancers and Kubernetes probe health without keys.
-            open_groups: vec!["health".to_string()],
-            restricted_api: Vec::new(),
-        }
-    }
-}
-
-impl Auth {
-    fn validate(&self) -> Result<(), String> {
-        let restricted: Vec<&String> = self.restricted_api.iter().flat_map(|r| &r.groups).collect();
-        if let Some(twice) = restricted
-            .iter()
-            .enumerate()
-            .find_map(|(i, g)| restricted[..i].contains(g).then_some(g))
-        {
-            return Err(format!(
-                "auth.restricted_api: group {twice:?} can not be in more than one entry"
-            ));
-        }
-        let groups = self
-            .open_groups
-            .iter()
-            .chain(self.keys.iter().flat_map(|k| &k.groups))
-            .chain(restricted);
-        for group in groups {
-            if !ENDPOINT_GROUPS.contains(&group.as_str()) {
-                return Err(format!(
-                    "auth: unknown endpoint group {group:?} (one of {})",
-                    ENDPOINT_GROUPS.join(", ")
-                ));
-            }
-        }
-        if self.keys.iter().any(|k| k.key.trim().is_empty()) {
-            return Err("auth.keys: a key must not be empty".into());
-        }
-        if let Some(path) = &self.keys_file {
-            std::fs::metadata(path)
-                .map_err(|e| format!("auth.keys_file {}: {e}", path.display()))?;
-        }
-        Ok(())
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Default)]
@@ -719,7 +591,7 @@ mod tests {
         assert_eq!(
             triton.auth.restricted_api,
             [RestrictedApi {
-                groups: vec!["model-repository".into(), "logging".into()],
+                groups: vec![Group::ModelRepository, Group::Logging],
                 header: "admin-key".into(),
                 value: "a=b".into(),
             }]

@@ -15,14 +15,14 @@ use crate::trace::TraceContext;
 /// What a request spent upstream: time summed over its calls and their
 /// attempts, and the last backend that answered.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct UpstreamUse {
+pub(crate) struct UpstreamUse {
     pub time: Duration,
     pub backend: Option<SocketAddr>,
 }
 
 /// One request's context (see the module documentation).
 #[derive(Debug, Default, Clone)]
-pub struct RequestContext {
+pub(crate) struct RequestContext {
     trace: Option<TraceContext>,
     /// Written twice per upstream attempt, read once at the answer: a lock
     /// nobody waits on (a request's calls run one after the other, or
@@ -33,7 +33,7 @@ pub struct RequestContext {
 /// One running attempt of a request (see
 /// [`RequestContext::attempt_started`]).
 #[derive(Debug)]
-pub struct AttemptClock {
+pub(crate) struct AttemptClock {
     record: Arc<Mutex<Record>>,
     backend: SocketAddr,
     started: Instant,
@@ -41,12 +41,12 @@ pub struct AttemptClock {
 
 impl AttemptClock {
     /// How long the attempt has run so far.
-    pub fn elapsed(&self) -> Duration {
+    pub(crate) fn elapsed(&self) -> Duration {
         self.started.elapsed()
     }
 
     /// The attempt ended: its time is the request's.
-    pub fn ended(self) -> Duration {
+    pub(crate) fn ended(self) -> Duration {
         let took = self.started.elapsed();
         if let Ok(mut record) = self.record.lock() {
             record.ended.time += took;
@@ -76,7 +76,7 @@ struct Record {
 
 impl RequestContext {
     /// A request whose upstream calls carry `trace`.
-    pub fn traced(trace: TraceContext) -> RequestContext {
+    pub(crate) fn traced(trace: TraceContext) -> RequestContext {
         RequestContext {
             trace: Some(trace),
             ..RequestContext::default()
@@ -85,18 +85,18 @@ impl RequestContext {
 
     /// A request with no trace of its own to propagate (a gRPC call, whose
     /// metadata already crosses as it came; the gateway's own calls).
-    pub fn untraced() -> RequestContext {
+    pub(crate) fn untraced() -> RequestContext {
         RequestContext::default()
     }
 
-    pub fn trace(&self) -> Option<&TraceContext> {
+    pub(crate) fn trace(&self) -> Option<&TraceContext> {
         self.trace.as_ref()
     }
 
     /// An upstream attempt on `backend` starts now; it counts as running
     /// until [`AttemptClock::ended`] adds its time (dropped unended, as
     /// when its call is cancelled, it stops counting).
-    pub fn attempt_started(&self, backend: SocketAddr) -> AttemptClock {
+    pub(crate) fn attempt_started(&self, backend: SocketAddr) -> AttemptClock {
         let started = Instant::now();
         if let Ok(mut record) = self.upstream.lock() {
             record.ended.backend = Some(backend);
@@ -112,7 +112,7 @@ impl RequestContext {
     /// What the request's upstream calls spent so far, an attempt still
     /// running counted up to now (a streamed answer is logged at its
     /// head, while its call still runs).
-    pub fn upstream_use(&self) -> UpstreamUse {
+    pub(crate) fn upstream_use(&self) -> UpstreamUse {
         let Ok(record) = self.upstream.lock() else {
             return UpstreamUse::default();
         };

@@ -44,4 +44,3 @@ pub mod upstream;
 pub mod wire;
 
 pub use app::Gateway;
-pub use front::http::pipeline::Pipeline;

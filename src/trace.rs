@@ -31,7 +31,7 @@ fn version_00(value: &str) -> bool {
 
 /// One request's trace context.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TraceContext {
+pub(crate) struct TraceContext {
     /// What the upstream receives: the trace id, the gateway's span id,
     /// the sampled flag, the client's `tracestate`.
     ours: SpanContext,
@@ -70,7 +70,10 @@ impl TraceContext {
     /// `traceparent` continues the client's trace (with its `tracestate`,
     /// as far as it is valid); anything else starts a new, sampled trace.
     /// The gateway's span id is new either way.
-    pub fn from_headers(traceparent: Option<&[u8]>, tracestate: Option<&[u8]>) -> TraceContext {
+    pub(crate) fn from_headers(
+        traceparent: Option<&[u8]>,
+        tracestate: Option<&[u8]>,
+    ) -> TraceContext {
         fn text(v: Option<&[u8]>) -> Option<&str> {
             Some(std::str::from_utf8(v?).ok()?.trim())
         }
@@ -92,7 +95,7 @@ impl TraceContext {
     /// exporter on, the span gets the client's span as remote parent and
     /// its own (exported) ids become the ones sent upstream, so the trace
     /// reads client → tensorgate → server. Without it, nothing changes.
-    pub fn joined(mut self, span: &tracing::Span) -> TraceContext {
+    pub(crate) fn joined(mut self, span: &tracing::Span) -> TraceContext {
         use tracing_opentelemetry::OpenTelemetrySpanExt;
         if let Some(client) = &self.client {
             let _ = span.set_parent(Context::new().with_remote_span_context(client.clone()));
@@ -107,13 +110,13 @@ impl TraceContext {
     }
 
     /// The trace id (shown as 32 lowercase hex digits).
-    pub fn trace_id(&self) -> TraceId {
+    pub(crate) fn trace_id(&self) -> TraceId {
         self.ours.trace_id()
     }
 
     /// Adds `traceparent` (the gateway's span as parent) and a non-empty
     /// `tracestate` to an outgoing call's metadata.
-    pub fn inject(&self, metadata: &mut MetadataMap) {
+    pub(crate) fn inject(&self, metadata: &mut MetadataMap) {
         let ours = &self.ours;
         if !ours.is_valid() {
             return;

@@ -16,17 +16,17 @@ use std::time::{Duration, Instant, SystemTime};
 use pingora_limits::inflight::{Guard as InflightSlot, Inflight};
 use pingora_limits::rate::Rate;
 
-use crate::config::{Auth, Limits};
+use crate::config::{Auth, Group, Limits};
 use crate::error::{Error, Kind, Result};
 use crate::metrics::Metrics;
 
 /// Groups a key may call (`None`: all).
-type Keys = HashMap<String, Option<Vec<String>>>;
+type Keys = HashMap<String, Option<Vec<Group>>>;
 
 pub(crate) struct Guard {
     /// Triton's restricted APIs: group → (header, value).
-    restricted: HashMap<String, (String, String)>,
-    open_groups: Vec<String>,
+    restricted: HashMap<Group, (String, String)>,
+    open_groups: Vec<Group>,
     inline: Keys,
     file: Option<KeysFile>,
     rate_limit: u64,
@@ -81,7 +81,7 @@ impl Guard {
             .flat_map(|r| {
                 r.groups
                     .iter()
-                    .map(|g| (g.clone(), (r.header.clone(), r.value.clone())))
+                    .map(|g| (*g, (r.header.clone(), r.value.clone())))
             })
             .collect();
         Guard {
@@ -112,11 +112,11 @@ impl Guard {
     /// value; else Triton's 403 text naming the header (as JSON).
     pub(crate) fn restricted<'a>(
         &self,
-        group: &str,
+        group: Group,
         header: impl Fn(&str) -> Option<&'a [u8]>,
         metrics: &Metrics,
     ) -> Result<()> {
-        let Some((name, value)) = self.restricted.get(group) else {
+        let Some((name, value)) = self.restricted.get(&group) else {
             return Ok(());
         };
         if header(name) == Some(value.as_bytes()) {
@@ -137,7 +137,7 @@ impl Guard {
     /// bearer token), or says why not (and counts the refusal).
     pub(crate) fn admit(
         &self,
-        group: &str,
+        group: Group,
         credential: Option<&str>,
         peer: Option<IpAddr>,
         metrics: &Metrics,
@@ -210,8 +210,8 @@ impl Guard {
         })
     }
 
-    fn authorize(&self, group: &str, credential: Option<&str>) -> Result<()> {
-        if !self.auth_enabled() || self.open_groups.iter().any(|g| g == group) {
+    fn authorize(&self, group: Group, credential: Option<&str>) -> Result<()> {
+        if !self.auth_enabled() || self.open_groups.contains(&group) {
             return Ok(());
         }
         let Some(key) = credential else {
@@ -227,7 +227,7 @@ impl Guard {
             .or_else(|| file_keys.as_ref().and_then(|k| k.get(key)));
         match allowed {
             None => Err(Error::new(Kind::Unauthorized, "invalid API key")),
-            Some(Some(groups)) if !groups.iter().any(|g| g == group) => Err(Error::new(
+            Some(Some(groups)) if !groups.contains(&group) => Err(Error::new(
                 Kind::Forbidden,
                 format!("this API key may not call the '{group}' endpoints"),
             )),
@@ -253,14 +253,15 @@ impl KeysFile {
             .and_then(|m| m.modified())
             .ok();
         if modified.is_some() && modified != state.modified {
-            match std::fs::read_to_string(&self.path) {
-                Ok(text) => {
-                    state.keys = Arc::new(parse_keys(&text));
+            let read = std::fs::read_to_string(&self.path).map_err(|e| e.to_string());
+            match read.and_then(|text| parse_keys(&text)) {
+                Ok(keys) => {
+                    state.keys = Arc::new(keys);
                     state.modified = modified;
                     tracing::info!(file = %self.path.display(), keys = state.keys.len(), "API keys loaded");
                 }
                 Err(e) => {
-                    tracing::error!(file = %self.path.display(), error = %e, "cannot read the keys file; keeping the previous keys")
+                    tracing::error!(file = %self.path.display(), error = %e, "cannot use the keys file; keeping the previous keys")
                 }
             }
         }
@@ -268,22 +269,27 @@ impl KeysFile {
     }
 }
 
-/// `<key> [group,group...]` per line; blank lines and `#` comments skipped.
-pub(crate) fn parse_keys(text: &str) -> Keys {
-    text.lines()
-        .map(|l| l.split('#').next().unwrap_or("").trim())
-        .filter(|l| !l.is_empty())
-        .map(|l| {
-            let mut parts = l.split_whitespace();
-            let key = parts.next().unwrap_or_default().to_string();
-            let groups: Vec<String> = parts
-                .flat_map(|p| p.split(','))
-                .filter(|g| !g.is_empty())
-                .map(str::to_string)
-                .collect();
-            (key, (!groups.is_empty()).then_some(groups))
-        })
-        .collect()
+/// `<key> [group,group...]` per line; blank lines and `#` comments
+/// skipped. A group that is not one refuses the whole file, naming its
+/// line (the caller keeps the keys it had).
+pub(crate) fn parse_keys(text: &str) -> std::result::Result<Keys, String> {
+    let mut keys = Keys::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut parts = line.split_whitespace();
+        let key = parts.next().unwrap_or_default().to_string();
+        let groups = parts
+            .flat_map(|p| p.split(','))
+            .filter(|g| !g.is_empty())
+            .map(Group::read)
+            .collect::<std::result::Result<Vec<Group>, String>>()
+            .map_err(|e| format!("line {}: {e}", number + 1))?;
+        keys.insert(key, (!groups.is_empty()).then_some(groups));
+    }
+    Ok(keys)
 }
 
 /// The bearer token of an `Authorization` header value.
@@ -301,13 +307,13 @@ mod tests {
     use super::*;
     use crate::config::ApiKey;
 
-    fn guard(keys: &[(&str, &[&str])], limits: Limits) -> Guard {
+    fn guard(keys: &[(&str, &[Group])], limits: Limits) -> Guard {
         let auth = Auth {
             keys: keys
                 .iter()
                 .map(|(k, g)| ApiKey {
                     key: k.to_string(),
-                    groups: g.iter().map(|s| s.to_string()).collect(),
+                    groups: g.to_vec(),
                 })
                 .collect(),
             ..Auth::default()
@@ -322,23 +328,26 @@ mod tests {
     #[test]
     fn keys_open_forbid_and_refuse_by_group() {
         let g = guard(
-            &[("all", &[]), ("infer-only", &["inference"])],
+            &[("all", &[]), ("infer-only", &[Group::Inference])],
             Limits::default(),
         );
         let m = Metrics::new();
-        assert_eq!(status(g.admit("health", None, None, &m)), 200);
-        assert_eq!(status(g.admit("inference", None, None, &m)), 401);
-        assert_eq!(status(g.admit("inference", Some("nope"), None, &m)), 401);
+        assert_eq!(status(g.admit(Group::Health, None, None, &m)), 200);
+        assert_eq!(status(g.admit(Group::Inference, None, None, &m)), 401);
         assert_eq!(
-            status(g.admit("inference", Some("infer-only"), None, &m)),
+            status(g.admit(Group::Inference, Some("nope"), None, &m)),
+            401
+        );
+        assert_eq!(
+            status(g.admit(Group::Inference, Some("infer-only"), None, &m)),
             200
         );
         assert_eq!(
-            status(g.admit("model-repository", Some("infer-only"), None, &m)),
+            status(g.admit(Group::ModelRepository, Some("infer-only"), None, &m)),
             403
         );
         assert_eq!(
-            status(g.admit("model-repository", Some("all"), None, &m)),
+            status(g.admit(Group::ModelRepository, Some("all"), None, &m)),
             200
         );
     }
@@ -347,7 +356,7 @@ mod tests {
     fn without_keys_everything_is_open() {
         let g = guard(&[], Limits::default());
         assert_eq!(
-            status(g.admit("model-repository", None, None, &Metrics::new())),
+            status(g.admit(Group::ModelRepository, None, None, &Metrics::new())),
             200
         );
     }
@@ -363,13 +372,13 @@ mod tests {
         let m = Metrics::new();
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "10.0.0.2".parse().unwrap();
-        let p1 = g.admit("inference", None, Some(a), &m).unwrap();
-        let _p2 = g.admit("inference", None, Some(a), &m).unwrap();
-        assert_eq!(status(g.admit("inference", None, Some(a), &m)), 429);
-        let _p3 = g.admit("inference", None, Some(b), &m).unwrap();
-        assert_eq!(status(g.admit("inference", None, Some(b), &m)), 503);
+        let p1 = g.admit(Group::Inference, None, Some(a), &m).unwrap();
+        let _p2 = g.admit(Group::Inference, None, Some(a), &m).unwrap();
+        assert_eq!(status(g.admit(Group::Inference, None, Some(a), &m)), 429);
+        let _p3 = g.admit(Group::Inference, None, Some(b), &m).unwrap();
+        assert_eq!(status(g.admit(Group::Inference, None, Some(b), &m)), 503);
         drop(p1);
-        assert_eq!(status(g.admit("inference", None, Some(a), &m)), 200);
+        assert_eq!(status(g.admit(Group::Inference, None, Some(a), &m)), 200);
     }
 
     #[test]
@@ -384,7 +393,7 @@ mod tests {
         let m = Metrics::new();
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let answers: Vec<u16> = (0..8)
-            .map(|_| status(g.admit("inference", None, Some(a), &m)))
+            .map(|_| status(g.admit(Group::Inference, None, Some(a), &m)))
             .collect();
         assert_eq!(
             answers.iter().filter(|s| **s == 200).count(),
@@ -393,16 +402,25 @@ mod tests {
         );
         assert_eq!(answers.iter().filter(|s| **s == 429).count(), 3);
         let other: IpAddr = "10.0.0.9".parse().unwrap();
-        assert_eq!(status(g.admit("inference", None, Some(other), &m)), 200);
+        assert_eq!(
+            status(g.admit(Group::Inference, None, Some(other), &m)),
+            200
+        );
     }
 
     #[test]
     fn keys_files_parse_with_groups_and_comments() {
-        let keys = parse_keys("# ops\nk1\nk2 inference,metadata  # clients\n\n");
+        let keys = parse_keys("# ops\nk1\nk2 inference,metadata  # clients\n\n").unwrap();
         assert_eq!(keys.get("k1"), Some(&None));
         assert_eq!(
             keys.get("k2"),
-            Some(&Some(vec!["inference".to_string(), "metadata".to_string()]))
+            Some(&Some(vec![Group::Inference, Group::Metadata]))
+        );
+        // A group that is not one refuses the file, naming the line.
+        let error = parse_keys("k1\nk2 inferance\n").unwrap_err();
+        assert!(
+            error.starts_with("line 2: unknown endpoint group \"inferance\""),
+            "{error}"
         );
         assert_eq!(bearer(Some(b"Bearer abc")), Some("abc"));
         assert_eq!(bearer(Some(b"Basic abc")), None);

@@ -31,34 +31,32 @@ pub(crate) enum Front {
     Grpc,
 }
 
-impl Gateway {
-    /// The metadata `front` answers, from the upstream's own.
-    pub(crate) fn server_metadata(
-        &self,
-        upstream: ServerMetadataResponse,
-        front: Front,
-    ) -> ServerMetadataResponse {
-        let ServerMetadataResponse {
-            name,
-            version,
-            mut extensions,
-        } = upstream;
-        if front == Front::Http {
-            for own in GATEWAY_EXTENSIONS {
-                if !extensions.iter().any(|e| e == own) {
-                    extensions.push(own.to_string());
-                }
+/// The metadata `front` answers, from the upstream's own.
+pub(crate) fn server_metadata(
+    gateway: &Gateway,
+    upstream: ServerMetadataResponse,
+    front: Front,
+) -> ServerMetadataResponse {
+    let ServerMetadataResponse {
+        name,
+        version,
+        mut extensions,
+    } = upstream;
+    if front == Front::Http {
+        for own in GATEWAY_EXTENSIONS {
+            if !extensions.iter().any(|e| e == own) {
+                extensions.push(own.to_string());
             }
         }
-        let (name, version) = if self.config().server.announce_gateway {
-            (GATEWAY_NAME.to_string(), GATEWAY_VERSION.to_string())
-        } else {
-            (name, version)
-        };
-        ServerMetadataResponse {
-            name,
-            version,
-            extensions,
-        }
+    }
+    let (name, version) = if gateway.config().server.announce_gateway {
+        (GATEWAY_NAME.to_string(), GATEWAY_VERSION.to_string())
+    } else {
+        (name, version)
+    };
+    ServerMetadataResponse {
+        name,
+        version,
+        extensions,
     }
 }

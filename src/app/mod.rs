@@ -13,7 +13,7 @@ pub(crate) mod guard;
 pub(crate) mod infer;
 mod inflight;
 pub(crate) mod metadata;
-mod models;
+pub(crate) mod models;
 pub(crate) mod shm;
 pub(crate) mod status;
 pub(crate) mod v1;
@@ -156,6 +156,11 @@ impl Gateway {
     /// Model signatures (the upstream's configs and metadata), cached.
     pub(crate) fn models(&self) -> &ModelCache {
         &self.models
+    }
+
+    /// The shared-memory bridge, in bridge mode.
+    pub(crate) fn shm_bridge(&self) -> Option<&shm::Bridge> {
+        self.shm_bridge.as_ref()
     }
 
     /// `--header-forward-pattern`, compiled as Triton does.

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+use tensorgate::front::http;
 use tensorgate::front::http::{Answer, HttpRequest};
-use tensorgate::Pipeline;
 use tensorgate_demo::DemoUpstream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -146,17 +146,16 @@ async fn a_whole_stream_ends_with_the_last_chunk() {
 async fn a_slow_reader_holds_the_upstream_back() {
     let h = Harness::start().await;
     let request = HttpRequest::new(
-        http::Method::POST,
+        ::http::Method::POST,
         "/v2/models/repeat_decoupled/generate_stream",
         Vec::new(),
         r#"{"INPUT0":1000000,"delay_ms":0}"#.into(),
     );
-    let pipeline = Pipeline::new(h.gateway.clone());
-    let plan = pipeline.plan(&request.path, &request).expect("a route");
-    let Answer::Streamed(mut streamed) = pipeline.answer(&plan, request).await else {
+    let plan = http::plan(&h.gateway, &request.path, &request).expect("a route");
+    let Answer::Streamed(mut streamed) = http::answer(&h.gateway, &plan, request).await else {
         panic!("a streamed answer");
     };
-    streamed.body.recv().await.expect("first event");
+    streamed.first.take().expect("first event");
     // Wait until the upstream stops producing (its count stays put).
     let mut last = u64::MAX;
     let settled = async {

@@ -508,14 +508,13 @@ async fn repository_control_fans_out_and_lists_the_backends() {
         .await
         .expect("load succeeds");
     // The HTTP front shares the fan-out and still answers as before.
-    let http = tensorgate::Pipeline::new(fleet.gateway.clone())
-        .handle(HttpRequest::new(
-            http::Method::POST,
-            "/v2/repository/models/identity_int8/load",
-            Vec::new(),
-            Bytes::new(),
-        ))
-        .await;
+    let request = HttpRequest::new(
+        http::Method::POST,
+        "/v2/repository/models/identity_int8/load",
+        Vec::new(),
+        Bytes::new(),
+    );
+    let http = tensorgate::front::http::handle(&fleet.gateway, request).await;
     assert_eq!(http.status, 200);
     assert_eq!(http.header("Content-Type"), Some("application/json"));
     assert!(http.body_bytes().is_empty());
@@ -677,7 +676,7 @@ async fn health_is_not_serving_without_a_ready_backend_and_keeps_the_access_rule
         c.auth.open_groups = Vec::new();
         c.auth.keys = vec![tensorgate::config::ApiKey {
             key: "probe".into(),
-            groups: vec!["health".into()],
+            groups: vec![tensorgate::config::Group::Health],
         }];
     })
     .await;
@@ -754,7 +753,7 @@ async fn api_keys_and_groups_apply_to_grpc_calls() {
     let (_gateway, mut client, _server) = passthrough(vec![demo.local_addr().to_string()], |c| {
         c.auth.keys = vec![tensorgate::config::ApiKey {
             key: "reader".into(),
-            groups: vec!["metadata".into()],
+            groups: vec![tensorgate::config::Group::Metadata],
         }];
     })
     .await;

@@ -3,6 +3,7 @@
 //! the configured number through and clean 429/503 answers for the rest.
 
 use crate::support::{assert_answer, text, Harness};
+use tensorgate::config::Group;
 use tensorgate::config::{ApiKey, RestrictedApi};
 
 const ADD_SUB: &str = "/v2/models/add_sub/infer";
@@ -11,7 +12,10 @@ const BODY: &str = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1],
 fn key(k: &str, groups: &[&str]) -> ApiKey {
     ApiKey {
         key: k.to_string(),
-        groups: groups.iter().map(|g| g.to_string()).collect(),
+        groups: groups
+            .iter()
+            .map(|g| Group::read(g).expect("a group"))
+            .collect(),
     }
 }
 

@@ -142,7 +142,7 @@ fn the_impl_rule_catches_a_violation() {
     let mut impls = Impls::read();
     impls.scan(
         "front::http::handler",
-        "impl Clone for Gateway {}\nimpl From<X> for Gateway {}\nimpl Pipeline {}\n",
+        "impl Clone for Gateway {}\nimpl From<X> for Gateway {}\nimpl Plan {}\n",
     );
     assert!(impls.outside_their_module().is_empty());
 }

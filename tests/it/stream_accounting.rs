@@ -11,15 +11,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ::http::Method;
 use bytes::Bytes;
-use http::Method;
 use tokio_stream::StreamExt;
 
 use tensorgate::config::Config;
+use tensorgate::front::http;
 use tensorgate::front::http::{Answer, HttpRequest};
 use tensorgate::proto::inference::infer_parameter::ParameterChoice;
 use tensorgate::proto::inference::{InferParameter, ModelInferRequest};
-use tensorgate::{Gateway, Pipeline};
+use tensorgate::Gateway;
 use tensorgate_demo::DemoUpstream;
 
 use super::grpc_passthrough::{connect, input, serve};
@@ -151,7 +152,7 @@ async fn a_unary_call_cut_off_is_counted_and_ejects_its_backend() {
                 Vec::new(),
                 Bytes::from_static(body.as_bytes()),
             );
-            Pipeline::new(gateway).handle(request).await
+            http::handle(&gateway, request).await
         })
     };
     under_way(&demo).await;
@@ -176,12 +177,11 @@ async fn an_http_stream_cut_off_is_counted_and_ejects_as_a_unary_call() {
         Vec::new(),
         Bytes::from_static(br#"{"INPUT0":3,"delay_ms":60000}"#),
     );
-    let pipeline = Pipeline::new(gateway.clone());
-    let plan = pipeline.plan(&request.path, &request).expect("a route");
-    let Answer::Streamed(mut streamed) = pipeline.answer(&plan, request).await else {
+    let plan = http::plan(&gateway, &request.path, &request).expect("a route");
+    let Answer::Streamed(mut streamed) = http::answer(&gateway, &plan, request).await else {
         panic!("a streamed answer");
     };
-    let first = streamed.body.recv().await.expect("the first event");
+    let first = streamed.first.take().expect("the first event");
     assert!(first.starts_with(b"data: {"), "{first:?}");
     kill(demo).await;
     let last = tokio::time::timeout(PROMPTLY, streamed.body.recv())

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http::Method;
 use tensorgate::config::Config;
 use tensorgate::front::http::{HttpRequest, HttpResponse};
-use tensorgate::{Gateway, Pipeline};
+use tensorgate::Gateway;
 use tensorgate_demo::DemoUpstream;
 
 pub(crate) struct Harness {
@@ -85,7 +85,7 @@ pub(crate) async fn send(
         .map(|(n, v)| (n.to_string(), Bytes::copy_from_slice(v.as_bytes())))
         .collect();
     let request = HttpRequest::new(method, path, headers, body);
-    Pipeline::new(gateway.clone()).handle(request).await
+    tensorgate::front::http::handle(gateway, request).await
 }
 
 /// Several demo upstreams, each on its own runtime (so one can be killed

@@ -24,38 +24,33 @@ use crate::proto::inference::ModelInferResponse;
 use crate::translate::{from_grpc, outputs};
 use crate::upstream::reply::{self, ended_without_answer, join, Tapped};
 
-impl Gateway {
-    /// [`Gateway::call_infer`] for a request that holds output windows
-    /// (`held`): their outputs' bytes are in the regions when it returns,
-    /// and the answer lists them with empty `data`. Nothing held: a plain
-    /// `call_infer`.
-    pub(crate) async fn call_infer_into(
-        &self,
-        ctx: &RequestContext,
-        request: &InferRequest,
-        rest: Option<&BodyRest>,
-        held: HeldOutputs,
-    ) -> Result<InferResponse> {
-        if held.0.is_empty() {
-            return self.call_infer(ctx, request, rest).await;
-        }
-        let (tap, tapped) = reply::tap();
-        let call = InferCall::new(request, rest.cloned()).tapped(tap.clone());
-        let sending = async {
-            let sent = door::infer(self, ctx, call).await;
-            tap.end(sent.as_ref().map(drop).map_err(Error::clone)).await;
-            sent
-        };
-        let sink = Sink::new(request, held);
-        let (sent, written) = tokio::join!(sending, sink.drain(tapped));
-        // The sink's own failure (a window too small, a region gone) is why
-        // the call was given up; otherwise both tell the call's outcome.
-        let (response, rest_held) = written?;
-        sent?;
-        let mut response = response;
-        rest_held.write(&mut response).await?;
-        Ok(response)
-    }
+/// `ModelInfer` of a request that holds output windows (`held`, not
+/// empty), through the door with a reply tap: their outputs' bytes are in
+/// the regions when it returns, and the answer lists them with empty
+/// `data`.
+pub(crate) async fn call_into(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+    request: &InferRequest,
+    rest: Option<&BodyRest>,
+    held: HeldOutputs,
+) -> Result<InferResponse> {
+    let (tap, tapped) = reply::tap();
+    let call = InferCall::new(request, rest.cloned()).tapped(tap.clone());
+    let sending = async {
+        let sent = door::infer(gateway, ctx, call).await;
+        tap.end(sent.as_ref().map(drop).map_err(Error::clone)).await;
+        sent
+    };
+    let sink = Sink::new(request, held);
+    let (sent, written) = tokio::join!(sending, sink.drain(tapped));
+    // The sink's own failure (a window too small, a region gone) is why
+    // the call was given up; otherwise both tell the call's outcome.
+    let (response, rest_held) = written?;
+    sent?;
+    let mut response = response;
+    rest_held.write(&mut response).await?;
+    Ok(response)
 }
 
 /// Where the answer's raw outputs go, walked item by item.

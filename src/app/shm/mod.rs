@@ -8,7 +8,7 @@
 //!
 //! # `/infer` in bridge mode
 //!
-//! `front::http::infer` calls two hooks, both through [`Gateway::shm_bridge`]
+//! The inference use case (`app::infer`) calls two hooks, both through [`Gateway::shm_bridge`]
 //! (`None` in forward mode: the parameters go to the upstream, as
 //! before). The decoder keeps what they need: `wire::v2_request` turns an
 //! input's `shared_memory_region` / `_offset` / `_byte_size` parameters
@@ -25,7 +25,7 @@
 //!    `checks::tensor_sizes`, with the core's text, as Triton); every
 //!    shared-memory output's window is leased and its `shared_memory`
 //!    cleared, so `to_grpc` asks the upstream for the bytes.
-//! 2. **While the answer arrives** (`answer`, `Gateway::call_infer_into`):
+//! 2. **While the answer arrives** (`answer`, [`call_into`]):
 //!    the call has a reply tap, and each leased output's raw bytes are
 //!    written into its region as the upstream's frames arrive, never
 //!    collected whole (an output larger than its window is refused at its
@@ -43,11 +43,11 @@ mod answer;
 mod region;
 mod regions;
 
+pub(crate) use answer::call_into;
 pub(crate) use regions::{Lease, RegionStatus, Regions};
 
 use bytes::Bytes;
 
-use crate::app::Gateway;
 use crate::error::{Error, Result};
 use crate::model::{InferRequest, InferResponse, InputData};
 use crate::proto::inference::{
@@ -158,6 +158,11 @@ impl Bridge {
 }
 
 impl HeldOutputs {
+    /// Nothing held: the request has no output in shared memory.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Hook 2 for outputs not written as they arrived (module doc): writes
     /// each held output's bytes from the answer into its region and empties
     /// its `data`. An output the answer lacks
@@ -200,13 +205,6 @@ async fn on_blocking_pool<R: Send + 'static>(
     tokio::task::spawn_blocking(io)
         .await
         .map_err(|e| Error::internal(format!("shared-memory I/O did not finish: {e}")))?
-}
-
-impl Gateway {
-    /// The shared-memory bridge, in bridge mode.
-    pub(crate) fn shm_bridge(&self) -> Option<&Bridge> {
-        self.shm_bridge.as_ref()
-    }
 }
 
 /// The bridge refuses CUDA shared memory (see [`CUDA_REFUSED`]).

@@ -5,19 +5,26 @@
 mod rpc;
 mod status;
 
+pub(crate) use rpc::{live, model_load, model_unload, ready, repository_index};
+pub(crate) use status::server_status;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use std::future::Future;
+use std::sync::Arc;
+
 use bytes::Bytes;
 
+use crate::app::infer::{self, Decoded, Decoder, Inferred};
 use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
-use crate::model::ModelRef;
+use crate::model::{ModelInfo, ModelRef};
 use crate::proto::v1 as pb;
-use crate::translate::checks;
-use crate::translate::v1::{request, response};
+use crate::translate::v1::request::{self, Wanted};
+use crate::translate::v1::response;
 
 /// v1 `request_id`s: unique per process, never 0 (0 = unknown).
 static REQUEST_IDS: AtomicU64 = AtomicU64::new(1);
@@ -32,32 +39,72 @@ pub(crate) fn started() -> Instant {
     *STARTED.get_or_init(Instant::now)
 }
 
-impl Gateway {
-    /// The translation itself, shared with the v1 gRPC service: the v1
-    /// header and the inputs' bytes back to back in, the response header
-    /// (classes included) and the raw outputs out.
-    pub(crate) async fn v1_infer_core(
-        &self,
-        ctx: &RequestContext,
-        model: &ModelRef,
-        header: &pb::InferRequestHeader,
-        data: &Bytes,
-    ) -> Result<(pb::InferResponseHeader, Vec<Bytes>)> {
-        let info = self.model_info(ctx, model).await?.ok_or_else(|| {
-            Error::unsupported(
-                "v1 inference needs the model configuration, which the upstream does not provide",
-            )
-        })?;
-        if info.decoupled {
-            return Err(Error::unsupported(
-                "v1 inference doesn't support models with decoupled transaction policy",
-            ));
+/// v1 inference, shared with the v1 gRPC service: the v1 header and the
+/// inputs' bytes back to back in, the response header (classes included)
+/// and the raw outputs out, through the inference use case
+/// (`app::infer`).
+pub(crate) async fn infer(
+    gateway: &Arc<Gateway>,
+    ctx: &RequestContext,
+    model: &ModelRef,
+    header: &pb::InferRequestHeader,
+    data: &Bytes,
+) -> Result<(pb::InferResponseHeader, Vec<Bytes>)> {
+    let body = V1Body {
+        model,
+        header,
+        data,
+    };
+    match infer::infer(gateway, ctx, model, body).await? {
+        (Inferred::Whole { response, .. }, wanted) => {
+            response::infer_response(&response, &wanted, &model.version)
         }
-        let (request, wanted) =
-            request::infer_request(&model.name, &model.version, header, &info, data)?;
-        checks::classification(&request, Some(&info))?;
-        checks::tensor_sizes(&request, Some(&info))?;
-        let result = self.v1_model_infer(ctx, &request).await?;
-        response::infer_response(&result, &wanted, &model.version)
+        (Inferred::Streaming(_), _) => {
+            Err(Error::internal("a v1 answer is collected, never streamed"))
+        }
+    }
+}
+
+/// A v1 request's header and inputs, decoded against the model's
+/// configuration (datatypes, dims, batching), which v1 needs.
+struct V1Body<'a> {
+    model: &'a ModelRef,
+    header: &'a pb::InferRequestHeader,
+    data: &'a Bytes,
+}
+
+impl Decoder for V1Body<'_> {
+    /// The outputs and batch the v1 answer must hold.
+    type Kept = Wanted;
+
+    const DECOUPLED: Option<&'static str> =
+        Some("v1 inference doesn't support models with decoupled transaction policy");
+
+    fn decode(
+        self,
+        info: Option<Arc<ModelInfo>>,
+    ) -> impl Future<Output = Result<Decoded<Wanted>>> + Send {
+        let decoded = info
+            .ok_or_else(|| {
+                Error::unsupported(
+                    "v1 inference needs the model configuration, which the upstream does not provide",
+                )
+            })
+            .and_then(|info| {
+                request::infer_request(
+                    &self.model.name,
+                    &self.model.version,
+                    self.header,
+                    &info,
+                    self.data,
+                )
+            })
+            .map(|(request, wanted)| Decoded {
+                request,
+                rest: None,
+                streams: false,
+                kept: wanted,
+            });
+        std::future::ready(decoded)
     }
 }

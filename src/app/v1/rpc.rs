@@ -10,124 +10,122 @@ use crate::app::fanout::{control_repository, Control};
 use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
-use crate::model::{InferRequest, InferResponse};
 use crate::proto::inference as pb;
 
-impl Gateway {
-    /// The gateway is live while it runs (as its v2 health).
-    pub(crate) async fn v1_server_live(&self) -> Result<bool> {
-        Ok(true)
-    }
+/// The gateway is live while it runs (as its v2 health).
+pub(crate) async fn live(_gateway: &Gateway) -> Result<bool> {
+    Ok(true)
+}
 
-    /// Ready while at least one backend is, until the drain.
-    pub(crate) async fn v1_server_ready(&self) -> Result<bool> {
-        Ok(self.ready().await)
-    }
+/// Ready while at least one backend is, until the drain.
+pub(crate) async fn ready(gateway: &Gateway) -> Result<bool> {
+    Ok(gateway.ready().await)
+}
 
-    /// Every model and version the repository knows; `None` when the
-    /// upstream has no repository API.
-    pub(crate) async fn v1_repository_index(
-        &self,
-        ctx: &RequestContext,
-    ) -> Result<Option<Vec<pb::repository_index_response::ModelIndex>>> {
-        let request = pb::RepositoryIndexRequest {
-            repository_name: String::new(),
-            ready: false,
-        };
-        match door::call(self, ctx, Aim::ANY, request).await {
-            Ok(r) => Ok(Some(r.models)),
-            Err(e) if e.kind == Kind::MissingRpc => Ok(None),
-            Err(e) => Err(e),
-        }
+/// Every model and version the repository knows; `None` when the
+/// upstream has no repository API.
+pub(crate) async fn repository_index(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+) -> Result<Option<Vec<pb::repository_index_response::ModelIndex>>> {
+    let request = pb::RepositoryIndexRequest {
+        repository_name: String::new(),
+        ready: false,
+    };
+    match door::call(gateway, ctx, Aim::ANY, request).await {
+        Ok(r) => Ok(Some(r.models)),
+        Err(e) if e.kind == Kind::MissingRpc => Ok(None),
+        Err(e) => Err(e),
     }
+}
 
-    pub(crate) async fn v1_model_config(
-        &self,
-        ctx: &RequestContext,
-        name: &str,
-    ) -> Result<pb::ModelConfig> {
-        let request = pb::ModelConfigRequest {
-            name: name.to_string(),
-            version: String::new(),
-        };
-        let r = door::call(self, ctx, Aim::model(name), request).await?;
-        Ok(r.config.unwrap_or_default())
-    }
+pub(crate) async fn model_config(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+    name: &str,
+) -> Result<pb::ModelConfig> {
+    let request = pb::ModelConfigRequest {
+        name: name.to_string(),
+        version: String::new(),
+    };
+    let r = door::call(gateway, ctx, Aim::model(name), request).await?;
+    Ok(r.config.unwrap_or_default())
+}
 
-    pub(crate) async fn v1_model_versions(
-        &self,
-        ctx: &RequestContext,
-        name: &str,
-    ) -> Result<Vec<String>> {
-        let request = pb::ModelMetadataRequest {
-            name: name.to_string(),
-            version: String::new(),
-        };
-        Ok(door::call(self, ctx, Aim::model(name), request)
-            .await?
-            .versions)
-    }
+pub(crate) async fn model_versions(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+    name: &str,
+) -> Result<Vec<String>> {
+    let request = pb::ModelMetadataRequest {
+        name: name.to_string(),
+        version: String::new(),
+    };
+    Ok(door::call(gateway, ctx, Aim::model(name), request)
+        .await?
+        .versions)
+}
 
-    pub(crate) async fn v1_model_ready(
-        &self,
-        ctx: &RequestContext,
-        name: &str,
-        version: &str,
-    ) -> Result<bool> {
-        let request = pb::ModelReadyRequest {
-            name: name.to_string(),
-            version: version.to_string(),
-        };
-        Ok(door::call(self, ctx, Aim::model(name), request)
-            .await?
-            .ready)
-    }
+pub(crate) async fn model_ready(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+    name: &str,
+    version: &str,
+) -> Result<bool> {
+    let request = pb::ModelReadyRequest {
+        name: name.to_string(),
+        version: version.to_string(),
+    };
+    Ok(door::call(gateway, ctx, Aim::model(name), request)
+        .await?
+        .ready)
+}
 
-    pub(crate) async fn v1_model_statistics(
-        &self,
-        ctx: &RequestContext,
-        name: &str,
-    ) -> Result<Vec<pb::ModelStatistics>> {
-        let request = pb::ModelStatisticsRequest {
-            name: name.to_string(),
-            version: String::new(),
-        };
-        Ok(door::call(self, ctx, Aim::model(name), request)
-            .await?
-            .model_stats)
-    }
+pub(crate) async fn model_statistics(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+    name: &str,
+) -> Result<Vec<pb::ModelStatistics>> {
+    let request = pb::ModelStatisticsRequest {
+        name: name.to_string(),
+        version: String::new(),
+    };
+    Ok(door::call(gateway, ctx, Aim::model(name), request)
+        .await?
+        .model_stats)
+}
 
-    pub(crate) async fn v1_model_infer(
-        &self,
-        ctx: &RequestContext,
-        request: &InferRequest,
-    ) -> Result<InferResponse> {
-        self.call_infer(ctx, request, None).await
-    }
+pub(crate) async fn model_load(gateway: &Gateway, ctx: &RequestContext, name: &str) -> Result<()> {
+    let request = pb::RepositoryModelLoadRequest {
+        repository_name: String::new(),
+        model_name: name.to_string(),
+        parameters: Default::default(),
+    };
+    control(gateway, ctx, name, Control::Load(request)).await
+}
 
-    pub(crate) async fn v1_model_load(&self, ctx: &RequestContext, name: &str) -> Result<()> {
-        let request = pb::RepositoryModelLoadRequest {
-            repository_name: String::new(),
-            model_name: name.to_string(),
-            parameters: Default::default(),
-        };
-        self.v1_control(ctx, name, Control::Load(request)).await
-    }
+pub(crate) async fn model_unload(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+    name: &str,
+) -> Result<()> {
+    let request = pb::RepositoryModelUnloadRequest {
+        repository_name: String::new(),
+        model_name: name.to_string(),
+        parameters: Default::default(),
+    };
+    control(gateway, ctx, name, Control::Unload(request)).await
+}
 
-    pub(crate) async fn v1_model_unload(&self, ctx: &RequestContext, name: &str) -> Result<()> {
-        let request = pb::RepositoryModelUnloadRequest {
-            repository_name: String::new(),
-            model_name: name.to_string(),
-            parameters: Default::default(),
-        };
-        self.v1_control(ctx, name, Control::Unload(request)).await
-    }
-
-    /// Load/unload with the v2 front's fan-out (every ready backend).
-    async fn v1_control(&self, ctx: &RequestContext, name: &str, control: Control) -> Result<()> {
-        control_repository(self, ctx, name, control, &Relay::default())
-            .await
-            .map(drop)
-            .map_err(|e: Error| e)
-    }
+/// Load/unload with the v2 front's fan-out (every ready backend).
+async fn control(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+    name: &str,
+    control: Control,
+) -> Result<()> {
+    control_repository(gateway, ctx, name, control, &Relay::default())
+        .await
+        .map(drop)
+        .map_err(|e: Error| e)
 }

@@ -2,6 +2,7 @@
 //! global limits: `app::guard`) applied to a gRPC call.
 
 use crate::app::guard::{bearer, Permit};
+use crate::config::Group;
 
 /// The same rules for a gRPC call: the key from its `authorization`
 /// metadata, the client from its peer address; refusals as statuses
@@ -10,7 +11,7 @@ use crate::app::guard::{bearer, Permit};
 pub(super) fn admit_grpc<T>(
     gateway: &crate::app::Gateway,
     request: &tonic::Request<T>,
-    group: &str,
+    group: Group,
 ) -> std::result::Result<Permit, tonic::Status> {
     admit(gateway, request.metadata(), request.remote_addr(), group)
 }
@@ -21,7 +22,7 @@ pub(super) fn admit(
     gateway: &crate::app::Gateway,
     metadata: &tonic::metadata::MetadataMap,
     peer: Option<std::net::SocketAddr>,
-    group: &str,
+    group: Group,
 ) -> std::result::Result<Permit, tonic::Status> {
     let credential = metadata.get("authorization").map(|v| v.as_bytes());
     gateway

@@ -34,6 +34,7 @@ use tonic_health::ServingStatus;
 use super::auth::admit_grpc;
 use crate::app::status;
 use crate::app::Gateway;
+use crate::config::Group;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
 
 use super::service::Passthrough;
@@ -63,7 +64,7 @@ pub(super) async fn service(
     // The permit is not held: a `Watch` lasts as long as its client likes,
     // and must not count toward the concurrency limits all that time.
     let admit = move |request: Request<()>| -> Result<Request<()>, Status> {
-        admit_grpc(&admitting, &request, "health")?;
+        admit_grpc(&admitting, &request, Group::Health)?;
         Ok(request)
     };
     let in_step = keep_in_step(gateway, reporter, set);

@@ -49,6 +49,7 @@ use crate::app::door::{self, Aim, RawReply, RelayedMessage};
 use crate::app::guard::Permit;
 use crate::app::{Gateway, InflightGuard};
 use crate::body::{self, BodyFeed, BodyRest, Fault, STREAM_FROM};
+use crate::config::Group;
 use crate::context::RequestContext;
 use crate::error::{failure_text, Error, Kind};
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
@@ -306,7 +307,7 @@ async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
     } = large;
     let peer = peer(&parts.extensions);
     let client_metadata = MetadataMap::from_headers(parts.headers);
-    let permit = match admit(gateway, &client_metadata, peer, "inference") {
+    let permit = match admit(gateway, &client_metadata, peer, Group::Inference) {
         Ok(permit) => permit,
         Err(status) => return status.into_http(),
     };

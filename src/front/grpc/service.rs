@@ -17,8 +17,9 @@ use super::unary::{relay, relay_of, returned, Target};
 use crate::app::door;
 use crate::app::fanout::{control_repository, Control, Placed};
 use crate::app::guard::Permit;
-use crate::app::metadata::Front;
+use crate::app::metadata::{server_metadata, Front};
 use crate::app::Gateway;
+use crate::config::Group;
 use crate::context::RequestContext;
 use crate::proto::inference as pb;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceService;
@@ -35,7 +36,7 @@ impl Passthrough {
         Passthrough { gateway }
     }
 
-    fn admit<T>(&self, request: &Request<T>, group: &str) -> Result<Permit, Status> {
+    fn admit<T>(&self, request: &Request<T>, group: Group) -> Result<Permit, Status> {
         admit_grpc(&self.gateway, request, group)
     }
 
@@ -75,7 +76,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::ServerLiveRequest>,
     ) -> Answer<pb::ServerLiveResponse> {
-        let _permit = self.admit(&request, "health")?;
+        let _permit = self.admit(&request, Group::Health)?;
         Ok(Response::new(pb::ServerLiveResponse { live: true }))
     }
 
@@ -84,7 +85,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::ServerReadyRequest>,
     ) -> Answer<pb::ServerReadyResponse> {
-        let _permit = self.admit(&request, "health")?;
+        let _permit = self.admit(&request, Group::Health)?;
         Ok(Response::new(pb::ServerReadyResponse {
             ready: self.gateway.ready().await,
         }))
@@ -94,7 +95,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::ModelReadyRequest>,
     ) -> Answer<pb::ModelReadyResponse> {
-        let _permit = self.admit(&request, "health")?;
+        let _permit = self.admit(&request, Group::Health)?;
         let target = Target::model(&request.get_ref().name);
         relay(&self.gateway, request, target).await
     }
@@ -105,10 +106,10 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::ServerMetadataRequest>,
     ) -> Answer<pb::ServerMetadataResponse> {
-        let _permit = self.admit(&request, "metadata")?;
+        let _permit = self.admit(&request, Group::Metadata)?;
         let mut response = relay(&self.gateway, request, Target::ANY).await?;
         let upstream = std::mem::take(response.get_mut());
-        *response.get_mut() = self.gateway.server_metadata(upstream, Front::Grpc);
+        *response.get_mut() = server_metadata(&self.gateway, upstream, Front::Grpc);
         Ok(response)
     }
 
@@ -116,7 +117,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::ModelMetadataRequest>,
     ) -> Answer<pb::ModelMetadataResponse> {
-        let _permit = self.admit(&request, "metadata")?;
+        let _permit = self.admit(&request, Group::Metadata)?;
         let target = Target::model(&request.get_ref().name);
         relay(&self.gateway, request, target).await
     }
@@ -125,7 +126,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::ModelInferRequest>,
     ) -> Answer<pb::ModelInferResponse> {
-        let _permit = self.admit(&request, "inference")?;
+        let _permit = self.admit(&request, Group::Inference)?;
         let sequence = sequence_key(request.get_ref());
         let _inflight = self.gateway.inflight().enter();
         let (client_metadata, _, message) = request.into_parts();
@@ -143,7 +144,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<Streaming<pb::ModelInferRequest>>,
     ) -> Answer<ResponseStream> {
-        let _permit = self.admit(&request, "inference")?;
+        let _permit = self.admit(&request, Group::Inference)?;
         super::stream_infer::stream(&self.gateway, request).await
     }
 
@@ -151,7 +152,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::ModelConfigRequest>,
     ) -> Answer<pb::ModelConfigResponse> {
-        let _permit = self.admit(&request, "model-config")?;
+        let _permit = self.admit(&request, Group::ModelConfig)?;
         let target = Target::model(&request.get_ref().name);
         relay(&self.gateway, request, target).await
     }
@@ -160,7 +161,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::ModelStatisticsRequest>,
     ) -> Answer<pb::ModelStatisticsResponse> {
-        let _permit = self.admit(&request, "statistics")?;
+        let _permit = self.admit(&request, Group::Statistics)?;
         let target = Target::model(&request.get_ref().name);
         relay(&self.gateway, request, target).await
     }
@@ -169,7 +170,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::RepositoryIndexRequest>,
     ) -> Answer<pb::RepositoryIndexResponse> {
-        let _permit = self.admit(&request, "model-repository")?;
+        let _permit = self.admit(&request, Group::ModelRepository)?;
         relay(&self.gateway, request, Target::ANY).await
     }
 
@@ -177,7 +178,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::RepositoryModelLoadRequest>,
     ) -> Answer<pb::RepositoryModelLoadResponse> {
-        let _permit = self.admit(&request, "model-repository")?;
+        let _permit = self.admit(&request, Group::ModelRepository)?;
         self.control(request, |r| &r.model_name, Control::Load)
             .await
     }
@@ -186,7 +187,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::RepositoryModelUnloadRequest>,
     ) -> Answer<pb::RepositoryModelUnloadResponse> {
-        let _permit = self.admit(&request, "model-repository")?;
+        let _permit = self.admit(&request, Group::ModelRepository)?;
         self.control(request, |r| &r.model_name, Control::Unload)
             .await
     }
@@ -195,7 +196,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::SystemSharedMemoryStatusRequest>,
     ) -> Answer<pb::SystemSharedMemoryStatusResponse> {
-        let _permit = self.admit(&request, "shared-memory")?;
+        let _permit = self.admit(&request, Group::SharedMemory)?;
         relay(&self.gateway, request, Target::ANY).await
     }
 
@@ -203,7 +204,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::SystemSharedMemoryRegisterRequest>,
     ) -> Answer<pb::SystemSharedMemoryRegisterResponse> {
-        let _permit = self.admit(&request, "shared-memory")?;
+        let _permit = self.admit(&request, Group::SharedMemory)?;
         relay(&self.gateway, request, Target::ANY).await
     }
 
@@ -211,7 +212,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::SystemSharedMemoryUnregisterRequest>,
     ) -> Answer<pb::SystemSharedMemoryUnregisterResponse> {
-        let _permit = self.admit(&request, "shared-memory")?;
+        let _permit = self.admit(&request, Group::SharedMemory)?;
         relay(&self.gateway, request, Target::ANY).await
     }
 
@@ -219,7 +220,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::CudaSharedMemoryStatusRequest>,
     ) -> Answer<pb::CudaSharedMemoryStatusResponse> {
-        let _permit = self.admit(&request, "shared-memory")?;
+        let _permit = self.admit(&request, Group::SharedMemory)?;
         relay(&self.gateway, request, Target::ANY).await
     }
 
@@ -227,7 +228,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::CudaSharedMemoryRegisterRequest>,
     ) -> Answer<pb::CudaSharedMemoryRegisterResponse> {
-        let _permit = self.admit(&request, "shared-memory")?;
+        let _permit = self.admit(&request, Group::SharedMemory)?;
         relay(&self.gateway, request, Target::ANY).await
     }
 
@@ -235,7 +236,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::CudaSharedMemoryUnregisterRequest>,
     ) -> Answer<pb::CudaSharedMemoryUnregisterResponse> {
-        let _permit = self.admit(&request, "shared-memory")?;
+        let _permit = self.admit(&request, Group::SharedMemory)?;
         relay(&self.gateway, request, Target::ANY).await
     }
 
@@ -243,7 +244,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::TraceSettingRequest>,
     ) -> Answer<pb::TraceSettingResponse> {
-        let _permit = self.admit(&request, "trace")?;
+        let _permit = self.admit(&request, Group::Trace)?;
         relay(&self.gateway, request, Target::ANY).await
     }
 
@@ -251,7 +252,7 @@ impl GrpcInferenceService for Passthrough {
         &self,
         request: Request<pb::LogSettingsRequest>,
     ) -> Answer<pb::LogSettingsResponse> {
-        let _permit = self.admit(&request, "logging")?;
+        let _permit = self.admit(&request, Group::Logging)?;
         relay(&self.gateway, request, Target::ANY).await
     }
 }

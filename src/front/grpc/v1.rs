@@ -17,7 +17,9 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::admit_grpc;
+use crate::app::v1;
 use crate::app::Gateway;
+use crate::config::Group;
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::model::ModelRef;
@@ -60,12 +62,12 @@ fn request_status(gateway: &Gateway, outcome: Option<&Error>) -> pb::RequestStat
         code: code as i32,
         msg,
         server_id: gateway.config().v1.server_id.clone(),
-        request_id: crate::app::v1::next_request_id(),
+        request_id: v1::next_request_id(),
     }
 }
 
 /// One `Infer` call: inputs back to back as the HTTP body would hold them.
-async fn infer(gateway: &Gateway, request: pb::InferRequest) -> pb::InferResponse {
+async fn infer(gateway: &Arc<Gateway>, request: pb::InferRequest) -> pb::InferResponse {
     let header = request.meta_data.unwrap_or_default();
     let id = header.id;
     let model = ModelRef {
@@ -87,7 +89,7 @@ async fn infer(gateway: &Gateway, request: pb::InferRequest) -> pb::InferRespons
             .freeze(),
     };
     let ctx = &RequestContext::untraced();
-    match gateway.v1_infer_core(ctx, &model, &header, &data).await {
+    match v1::infer(gateway, ctx, &model, &header, &data).await {
         Ok((meta_data, raw_output)) => pb::InferResponse {
             request_status: Some(request_status(gateway, None)),
             meta_data: Some(meta_data),
@@ -112,11 +114,11 @@ impl GrpcService for V1GrpcService {
         &self,
         request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
-        let _permit = admit_grpc(&self.gateway, &request, "metadata")?;
+        let _permit = admit_grpc(&self.gateway, &request, Group::Metadata)?;
         let name = request.into_inner().model_name;
         let model = (!name.is_empty()).then_some(name.as_str());
         let ctx = &RequestContext::untraced();
-        let result = self.gateway.v1_server_status(ctx, model).await;
+        let result = v1::server_status(&self.gateway, ctx, model).await;
         Ok(Response::new(pb::StatusResponse {
             request_status: Some(request_status(&self.gateway, result.as_ref().err())),
             server_status: result.ok(),
@@ -127,10 +129,10 @@ impl GrpcService for V1GrpcService {
         &self,
         request: Request<pb::HealthRequest>,
     ) -> Result<Response<pb::HealthResponse>, Status> {
-        let _permit = admit_grpc(&self.gateway, &request, "health")?;
+        let _permit = admit_grpc(&self.gateway, &request, Group::Health)?;
         let result = match request.into_inner().mode.as_str() {
-            "live" => self.gateway.v1_server_live().await,
-            "ready" => self.gateway.v1_server_ready().await,
+            "live" => v1::live(&self.gateway).await,
+            "ready" => v1::ready(&self.gateway).await,
             other => Err(Error::new(
                 Kind::InvalidArg,
                 format!("unknown health mode '{other}'"),
@@ -146,7 +148,7 @@ impl GrpcService for V1GrpcService {
         &self,
         request: Request<pb::InferRequest>,
     ) -> Result<Response<pb::InferResponse>, Status> {
-        let _permit = admit_grpc(&self.gateway, &request, "inference")?;
+        let _permit = admit_grpc(&self.gateway, &request, Group::Inference)?;
         Ok(Response::new(
             infer(&self.gateway, request.into_inner()).await,
         ))
@@ -160,7 +162,7 @@ impl GrpcService for V1GrpcService {
         &self,
         request: Request<Streaming<pb::InferRequest>>,
     ) -> Result<Response<InferStream>, Status> {
-        let _permit = admit_grpc(&self.gateway, &request, "inference")?;
+        let _permit = admit_grpc(&self.gateway, &request, Group::Inference)?;
         let mut inbound = request.into_inner();
         let (tx, rx) = tokio::sync::mpsc::channel(STREAM_BUFFER);
         let gateway = self.gateway.clone();

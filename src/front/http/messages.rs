@@ -152,6 +152,9 @@ impl HttpResponse {
 pub struct StreamedResponse {
     pub status: u16,
     pub headers: Vec<(&'static str, String)>,
+    /// The body's first chunk, known with the head (a streamed `/infer`
+    /// answer's JSON header, `/generate_stream`'s first event).
+    pub first: Option<Bytes>,
     pub body: tokio::sync::mpsc::Receiver<Bytes>,
     /// The body's length, when known before its first byte (a binary
     /// `/infer` answer): sent as `Content-Length`, and a body that ends
@@ -161,9 +164,9 @@ pub struct StreamedResponse {
 
 impl StreamedResponse {
     /// Waits for the whole body (for callers that cannot stream: the
-    /// in-process [`crate::app::Gateway::handle`] and tests).
+    /// in-process `front::http::handle` and tests).
     pub async fn collect(mut self) -> HttpResponse {
-        let mut body = Vec::new();
+        let mut body: Vec<Bytes> = self.first.take().into_iter().collect();
         while let Some(chunk) = self.body.recv().await {
             body.push(chunk);
         }

@@ -4,6 +4,7 @@
 
 use http::Method;
 
+use crate::config::Group;
 use crate::front::http::v1::route::V1Route;
 
 pub use crate::model::ModelRef;
@@ -154,20 +155,20 @@ impl Route {
 
     /// The endpoint group (Triton's `--http-restricted-api` groups, plus
     /// `admin` for tensorgate's own).
-    pub fn group(&self) -> &'static str {
+    pub fn group(&self) -> Group {
         match self {
-            Route::HealthLive | Route::HealthReady | Route::ModelReady(_) => "health",
-            Route::ServerMetadata | Route::ModelMetadata(_) => "metadata",
-            Route::ModelConfig(_) => "model-config",
-            Route::ModelStats(_) => "statistics",
-            Route::Infer(_) | Route::Generate(_) | Route::GenerateStream(_) => "inference",
-            Route::TraceSetting(_) => "trace",
-            Route::Logging => "logging",
+            Route::HealthLive | Route::HealthReady | Route::ModelReady(_) => Group::Health,
+            Route::ServerMetadata | Route::ModelMetadata(_) => Group::Metadata,
+            Route::ModelConfig(_) => Group::ModelConfig,
+            Route::ModelStats(_) => Group::Statistics,
+            Route::Infer(_) | Route::Generate(_) | Route::GenerateStream(_) => Group::Inference,
+            Route::TraceSetting(_) => Group::Trace,
+            Route::Logging => Group::Logging,
             Route::RepositoryIndex
             | Route::RepositoryLoad { .. }
-            | Route::RepositoryUnload { .. } => "model-repository",
-            Route::SystemShm { .. } | Route::CudaShm { .. } => "shared-memory",
-            Route::Backends => "admin",
+            | Route::RepositoryUnload { .. } => Group::ModelRepository,
+            Route::SystemShm { .. } | Route::CudaShm { .. } => Group::SharedMemory,
+            Route::Backends => Group::Admin,
             Route::V1(v1) => v1.group(),
         }
     }

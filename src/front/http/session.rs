@@ -1,7 +1,8 @@
 //! The per-request pingora glue: [`GatewayService::serve`] takes one
-//! request whose head `conn` has read, classifies it, reads the body
-//! within the limits (`request_body`; a large binary body is streamed
-//! while the pipeline runs), runs the pipeline and writes the one answer.
+//! request whose head `conn` has read, plans it (`entry::plan`), reads the
+//! body within the limits (`request_body`; a large binary body is
+//! streamed while the answer is made), has it answered (`entry::answer`)
+//! and writes the one answer.
 //! `/generate_stream` answers are written event by event while the client
 //! is watched for going away. Once the gateway drains, every HTTP/1
 //! answer says `Connection: close`.
@@ -18,29 +19,27 @@ use pingora_http::ResponseHeader;
 use crate::app::Gateway;
 use crate::body;
 use crate::error::{Error, Kind};
-use crate::front::http::pipeline::Pipeline;
 use crate::front::http::plan::Plan;
 use crate::front::http::request_body::{pump, read_body, slow_body, BodyError, Counted, Read};
 use crate::front::http::route::Route;
 use crate::front::http::write_buffer;
+use crate::front::http::{answer, plan};
 use crate::front::http::{via, Answer, HttpRequest, HttpResponse, StreamedResponse, StreamedRest};
 
 /// Answers the gateway's routes (every route is answered here; nothing is
 /// proxied raw).
 pub(crate) struct GatewayService {
-    pub(crate) pipeline: Pipeline,
+    gateway: Arc<Gateway>,
 }
 
 impl GatewayService {
     pub(crate) fn new(gateway: Arc<Gateway>) -> GatewayService {
-        GatewayService {
-            pipeline: Pipeline::new(gateway),
-        }
+        GatewayService { gateway }
     }
 
-    /// The core the pipeline answers with.
+    /// The core the requests are answered with.
     pub(crate) fn gateway(&self) -> &Arc<Gateway> {
-        self.pipeline.gateway()
+        &self.gateway
     }
 
     /// Serves the request whose head `session` holds. Errors writing the
@@ -73,7 +72,7 @@ impl GatewayService {
         // The plan (route and headers, read once) before the body: it
         // says whether the body streams.
         let mut request = HttpRequest::new(method, path, headers, Bytes::new());
-        let Some(plan) = self.pipeline.plan(&target, &request) else {
+        let Some(plan) = plan(&self.gateway, &target, &request) else {
             let refusal = HttpResponse::error(&Error::route_not_found());
             return self.write_now(session, refusal, true, shutdown).await;
         };
@@ -105,13 +104,16 @@ impl GatewayService {
                 .await;
         }
         if !plan.route.is_generate() {
-            let response = self.pipeline.handle_planned(&plan, request).await;
-            return self.write_now(session, response, false, shutdown).await;
+            return match answer(&self.gateway, &plan, request).await {
+                Answer::Full(response) => self.write_now(session, response, false, shutdown).await,
+                Answer::Streamed(streamed) => self.stream(session, streamed, shutdown).await,
+            };
         }
         // A generation may take long before its first response: a client
-        // that goes away meanwhile drops the pipeline, cancelling upstream.
+        // that goes away meanwhile drops the answer's future, cancelling
+        // upstream.
         let answer = tokio::select! {
-            answer = self.pipeline.answer(&plan, request) => answer,
+            answer = answer(&self.gateway, &plan, request) => answer,
             _ = session.read_body_or_idle(true) => {
                 client_gone(session);
                 return Ok(());
@@ -138,11 +140,11 @@ impl GatewayService {
 }
 
 impl GatewayService {
-    /// Runs the pipeline while the rest of the body is read into it (see
-    /// `body`), then writes the one answer. A body that fails (a limit, its
-    /// deadline, a client gone) drops the pipeline, which cancels the
+    /// Makes the answer while the rest of the body is read into it (see
+    /// `body`), then writes it. A body that fails (a limit, its
+    /// deadline, a client gone) drops the answer's future, which cancels the
     /// upstream stream before its message completes; the failure is
-    /// answered as for a body read whole. A pipeline that answers before
+    /// answered as for a body read whole. An answer made before
     /// the body ended (a refusal) leaves the rest unread: the connection
     /// then closes after the answer.
     async fn stream_body(
@@ -161,13 +163,13 @@ impl GatewayService {
         request.rest = Some(StreamedRest { rest, len });
         let limits = &self.gateway().config().limits;
         let outcome = {
-            let pipeline = self.pipeline.answer(plan, request);
+            let answering = answer(&self.gateway, plan, request);
             let pump = pump(session, feed, counted, limits, deadline);
-            tokio::pin!(pipeline, pump);
+            tokio::pin!(answering, pump);
             tokio::select! {
-                response = &mut pipeline => Ok(response),
+                response = &mut answering => Ok(response),
                 pumped = &mut pump => match pumped {
-                    Ok(()) => Ok((&mut pipeline).await),
+                    Ok(()) => Ok((&mut answering).await),
                     Err(error) => Err(error),
                 },
             }
@@ -253,7 +255,7 @@ impl GatewayService {
 }
 
 impl GatewayService {
-    /// Writes a streamed answer chunk by chunk as the pipeline produces it
+    /// Writes a streamed answer chunk by chunk as its handler produces it
     /// (chunked encoding: pingora flushes every chunk; or, with a known
     /// length, `Content-Length`: a body that ends short of it was cut off,
     /// and the connection is closed under it). Stops when the client goes
@@ -276,6 +278,13 @@ impl GatewayService {
         }
         session.write_response_header(header).await?;
         let mut written = 0u64;
+        if let Some(first) = streamed.first.take() {
+            written += first.len() as u64;
+            if session.write_response_body(first, false).await.is_err() {
+                client_gone(session);
+                return Ok(());
+            }
+        }
         loop {
             let chunk = tokio::select! {
                 chunk = streamed.body.recv() => chunk,

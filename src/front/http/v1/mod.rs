@@ -11,11 +11,12 @@ pub(crate) mod route;
 
 use bytes::Bytes;
 
-use crate::app::v1::{next_request_id, started};
+use std::sync::Arc;
+
+use crate::app::v1::{self, next_request_id, started};
 use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
-use crate::front::http::pipeline::Pipeline;
 use crate::front::http::route::Route;
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::translate::v1::answer;
@@ -48,80 +49,79 @@ impl Answer {
     }
 }
 
-impl Pipeline {
-    /// Answers one v1 request.
-    pub async fn v1(
-        &self,
-        ctx: &RequestContext,
-        route: &V1Route,
-        req: &HttpRequest,
-    ) -> HttpResponse {
-        started();
-        let request_id = next_request_id();
-        let result = if route.allows(&req.method) {
-            self.v1_dispatch(ctx, route, req).await
-        } else {
-            Err(Error::method_not_allowed())
-        };
-        let server_id = &self.gateway.config().v1.server_id;
-        match result {
-            Ok(ok) => {
-                let status = answer::success(server_id, request_id);
-                let mut headers = Vec::with_capacity(3);
-                if let Some(value) = ok.infer_response {
-                    headers.push(("NV-InferResponse", value));
-                }
-                headers.push(("NV-Status", status));
-                if let Some(content_type) = ok.content_type {
-                    headers.push(("Content-Type", content_type.to_string()));
-                }
-                HttpResponse {
-                    status: 200,
-                    headers,
-                    body: ok.body,
-                }
+/// Answers one v1 request.
+pub(crate) async fn answer(
+    gateway: &Arc<Gateway>,
+    ctx: &RequestContext,
+    route: &V1Route,
+    req: &HttpRequest,
+) -> HttpResponse {
+    started();
+    let request_id = next_request_id();
+    let result = if route.allows(&req.method) {
+        dispatch(gateway, ctx, route, req).await
+    } else {
+        Err(Error::method_not_allowed())
+    };
+    let server_id = &gateway.config().v1.server_id;
+    match result {
+        Ok(ok) => {
+            let status = answer::success(server_id, request_id);
+            let mut headers = Vec::with_capacity(3);
+            if let Some(value) = ok.infer_response {
+                headers.push(("NV-InferResponse", value));
             }
-            Err(error) => {
-                tracing::debug!(message = %error.message, "v1 request failed");
-                error_response(&error, server_id, request_id)
+            headers.push(("NV-Status", status));
+            if let Some(content_type) = ok.content_type {
+                headers.push(("Content-Type", content_type.to_string()));
             }
+            HttpResponse {
+                status: 200,
+                headers,
+                body: ok.body,
+            }
+        }
+        Err(error) => {
+            tracing::debug!(message = %error.message, "v1 request failed");
+            error_response(&error, server_id, request_id)
         }
     }
+}
 
-    async fn v1_dispatch(
-        &self,
-        ctx: &RequestContext,
-        route: &V1Route,
-        req: &HttpRequest,
-    ) -> Result<Answer> {
-        match route {
-            V1Route::HealthLive => health(self.gateway.v1_server_live().await?, "live"),
-            V1Route::HealthReady => health(self.gateway.v1_server_ready().await?, "ready"),
-            V1Route::Status { model, format } => {
-                let format = json_if_accepted(*format, req);
-                let status = self.gateway.v1_server_status(ctx, model.as_deref()).await?;
-                Ok(Answer::message(&status, format))
-            }
-            V1Route::Infer { model, format } => self.v1_infer(ctx, model, *format, req).await,
-            V1Route::ModelLoad(model) => {
-                self.gateway.v1_model_load(ctx, model).await?;
-                Ok(Answer::empty())
-            }
-            V1Route::ModelUnload(model) => {
-                self.gateway.v1_model_unload(ctx, model).await?;
-                Ok(Answer::empty())
-            }
-            V1Route::RepositoryIndex(format) => {
-                let index = self.gateway.v1_repository_index(ctx, ).await?.ok_or_else(|| {
-                    Error::unsupported("the upstream has no model repository API")
-                })?;
-                Ok(Answer::message(&answer::repository_index(index), *format))
-            }
-            V1Route::SharedMemoryControl => Err(Error::unsupported(
-                "shared-memory control is not available through the v1 API of tensorgate; register regions with the v2 API",
-            )),
-            V1Route::Invalid(message) => Err(Error::invalid(message.clone())),
+/// The handler of each v1 route.
+async fn dispatch(
+    gateway: &Arc<Gateway>,
+    ctx: &RequestContext,
+    route: &V1Route,
+    req: &HttpRequest,
+) -> Result<Answer> {
+    match route {
+        V1Route::HealthLive => health(v1::live(gateway).await?, "live"),
+        V1Route::HealthReady => health(v1::ready(gateway).await?, "ready"),
+        V1Route::Status { model, format } => {
+            let format = json_if_accepted(*format, req);
+            let status = v1::server_status(gateway, ctx, model.as_deref()).await?;
+            Ok(Answer::message(&status, format))
         }
+        V1Route::Infer { model, format } => infer::infer(gateway, ctx, model, *format, req).await,
+        V1Route::ModelLoad(model) => {
+            v1::model_load(gateway, ctx, model).await?;
+            Ok(Answer::empty())
+        }
+        V1Route::ModelUnload(model) => {
+            v1::model_unload(gateway, ctx, model).await?;
+            Ok(Answer::empty())
+        }
+        V1Route::RepositoryIndex(format) => {
+            let index = v1::repository_index(gateway, ctx)
+                .await?
+                .ok_or_else(|| Error::unsupported("the upstream has no model repository API"))?;
+            Ok(Answer::message(&answer::repository_index(index), *format))
+        }
+        V1Route::SharedMemoryControl => Err(Error::unsupported(
+            "shared-memory control is not available through the v1 API of tensorgate; register regions with the v2 API",
+        )),
+        V1Route::Invalid(message) => Err(Error::invalid(message.clone())),
     }
 }
 

@@ -3,6 +3,7 @@
 //! and answered anything else under `/api/` with 400. The `format` query
 //! parameter is read here too, so nothing downstream looks at the URL.
 
+use crate::config::Group;
 use http::Method;
 
 use crate::model::ModelRef;
@@ -32,15 +33,15 @@ pub enum V1Route {
 
 impl V1Route {
     /// The endpoint group, as for the v2 routes (auth and limits).
-    pub fn group(&self) -> &'static str {
+    pub fn group(&self) -> Group {
         match self {
-            V1Route::HealthLive | V1Route::HealthReady => "health",
-            V1Route::Status { .. } | V1Route::Invalid(_) => "metadata",
-            V1Route::Infer { .. } => "inference",
+            V1Route::HealthLive | V1Route::HealthReady => Group::Health,
+            V1Route::Status { .. } | V1Route::Invalid(_) => Group::Metadata,
+            V1Route::Infer { .. } => Group::Inference,
             V1Route::ModelLoad(_) | V1Route::ModelUnload(_) | V1Route::RepositoryIndex(_) => {
-                "model-repository"
+                Group::ModelRepository
             }
-            V1Route::SharedMemoryControl => "shared-memory",
+            V1Route::SharedMemoryControl => Group::SharedMemory,
         }
     }
 

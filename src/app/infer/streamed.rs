@@ -1,94 +1,127 @@
-//! The answer of a streamed `/infer` request whose outputs are all binary
-//! (`Plan::answer_streams`): written to the client while the upstream
-//! still sends it. The call runs in a task of its own with an answer tap
-//! (`upstream::reply`); its head (the small fields) fixes the status and
-//! the JSON header, whose `binary_data_size`s come from each output's
-//! shape and datatype, so `Content-Length` is known before the first
-//! output byte. The outputs' bytes then go to the client as they arrive,
-//! each checked against the size the header declared; an answer that
-//! breaks off, or whose sizes miss, is cut short (the client sees fewer
-//! bytes than `Content-Length` and a closed connection, or a reset h2
-//! stream). An answer that cannot stream (an output of BYTES, typed
-//! contents) is collected and encoded as usual.
+//! The answer of an inference whose body streamed and whose outputs the
+//! front can send as they arrive (`Decoded::streams`): the call runs in a
+//! task of its own with a reply tap (`upstream::reply`), because the
+//! answer outlives the front's part of the request. Its head (the small
+//! fields) comes first: when every output the request names is binary, in
+//! raw entries, of a fixed-size datatype, the answer is [`Streaming`] —
+//! each output's size known from its shape and datatype before its first
+//! byte, its bytes handed on as they arrive, each checked against that
+//! size; an answer that breaks off, or whose sizes miss, is cut short
+//! (the front's body ends early). Otherwise (an output of BYTES, typed
+//! contents) the answer is collected whole.
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use super::Inferred;
 use crate::app::door::{self, InferCall};
+use crate::app::Gateway;
 use crate::body::BodyRest;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
-use crate::front::http::infer::sent_error;
-use crate::front::http::pipeline::Pipeline;
-use crate::front::http::plan::Plan;
-use crate::front::http::{Answer, StreamedResponse};
 use crate::model::{element_count, InferRequest, InferResponse, OutputKind};
 use crate::translate::{from_grpc, outputs};
 use crate::upstream::reply::{self, join, ReplyTap, Tapped};
-use crate::wire::v2_response;
 
-/// Chunks between the relay and the session: the tap's queue holds the
-/// rest.
+/// Chunks handed on ahead of the front's writing: the tap's queue holds
+/// the rest.
 const WRITE_AHEAD: usize = 4;
 
-impl Pipeline {
-    /// Sends `request` (checked; its body's rest still arriving) and
-    /// answers with its outputs streamed when they can be.
-    pub(crate) async fn infer_streamed_answer(
-        &self,
-        ctx: &RequestContext,
-        plan: &Plan,
-        mut request: InferRequest,
-        rest: BodyRest,
-    ) -> Result<Answer> {
-        let (tap, mut tapped) = reply::tap();
-        self.spawn_call(ctx, &request, rest.clone(), tap);
-        let (response, raw_follow) = match tapped.recv().await {
-            Some(Tapped::Head {
-                response,
-                raw_follow,
-            }) => (response, raw_follow),
-            Some(Tapped::Ended(Err(error))) => return Err(sent_error(&request, &rest, error)),
-            _ => return Err(reply::ended_without_answer()),
-        };
-        // Sent: the answer is made without the input tensors.
-        request.inputs = Vec::new();
-        let mut head = from_grpc::model_infer(response.clone(), &request.id);
-        let wanted = outputs::requested_mask(&head, &request)?;
-        if let Some(sizes) = entry_sizes(&head, &request, &wanted).filter(|_| raw_follow) {
-            let mut wanted = wanted.into_iter();
-            head.outputs.retain(|_| wanted.next().unwrap_or(false));
-            return streamed(&head, &request, sizes, tapped);
-        }
+/// An answer whose outputs' bytes are still arriving.
+pub(crate) struct Streaming {
+    /// The request, without its input tensors.
+    pub(crate) request: InferRequest,
+    /// The answer's small fields: the outputs the request names, without
+    /// their data.
+    pub(crate) head: InferResponse,
+    /// Each output's size in bytes, in `head`'s order.
+    pub(crate) sizes: Vec<u64>,
+    /// The outputs' bytes, one after another. The last chunk comes only
+    /// once the call ended well: a channel that closes before the sizes
+    /// add up means the answer broke off.
+    pub(crate) outputs: mpsc::Receiver<Bytes>,
+}
+
+/// Sends `request` (checked; its body's rest still arriving) and answers
+/// with its outputs streamed when they can be. A failure before the head
+/// comes back with the request, for the front's words.
+pub(super) async fn call(
+    gateway: &std::sync::Arc<Gateway>,
+    ctx: &RequestContext,
+    mut request: InferRequest,
+    rest: BodyRest,
+) -> std::result::Result<Inferred, (InferRequest, Error)> {
+    let (tap, mut tapped) = reply::tap();
+    spawn_call(gateway, ctx, &request, rest, tap);
+    let (response, raw_follow) = match tapped.recv().await {
+        Some(Tapped::Head {
+            response,
+            raw_follow,
+        }) => (response, raw_follow),
+        Some(Tapped::Ended(Err(error))) => return Err((request, error)),
+        _ => return Err((request, reply::ended_without_answer())),
+    };
+    // Sent: the answer is made without the input tensors.
+    request.inputs = Vec::new();
+    answer(request, response, raw_follow, tapped).await
+}
+
+/// The answer from the reply's head: streamed, or collected.
+async fn answer(
+    request: InferRequest,
+    response: crate::proto::inference::ModelInferResponse,
+    raw_follow: bool,
+    mut tapped: mpsc::Receiver<Tapped>,
+) -> std::result::Result<Inferred, (InferRequest, Error)> {
+    let mut head = from_grpc::model_infer(response.clone(), &request.id);
+    let wanted = match outputs::requested_mask(&head, &request) {
+        Ok(wanted) => wanted,
+        Err(error) => return Err((request, error)),
+    };
+    if let Some(entries) = entry_sizes(&head, &request, &wanted).filter(|_| raw_follow) {
+        let mut keep = wanted.into_iter();
+        head.outputs.retain(|_| keep.next().unwrap_or(false));
+        let sizes = entries.iter().flatten().copied().collect();
+        let (tx, outputs) = mpsc::channel(WRITE_AHEAD);
+        tokio::spawn(relay(tapped, Walk::new(entries), tx));
+        return Ok(Inferred::Streaming(Streaming {
+            request,
+            head,
+            sizes,
+            outputs,
+        }));
+    }
+    let whole = async {
         let raw = collect(&mut tapped).await?;
         let mut response = from_grpc::model_infer_with_raw(response, raw, &request.id);
         outputs::keep_requested(&mut response, &request)?;
-        let encoded = v2_response::encode(&response, &request)?;
-        Ok(Answer::Full(
-            self.infer_response(encoded, plan.answer_encoding),
-        ))
+        Ok(response)
+    };
+    match whole.await {
+        Ok(response) => Ok(Inferred::Whole { request, response }),
+        Err(error) => Err((request, error)),
     }
+}
 
-    /// `ModelInfer` for `request` in a task of its own (the answer outlives
-    /// the pipeline), its raw outputs into `tap`, its end last.
-    fn spawn_call(
-        &self,
-        ctx: &RequestContext,
-        request: &InferRequest,
-        rest: BodyRest,
-        tap: ReplyTap,
-    ) {
-        let gateway = self.gateway.clone();
-        // The same context: the access log sees the call's backend and time.
-        let ctx = ctx.clone();
-        let call = InferCall::new(request, Some(rest))
-            .tapped(tap.clone())
-            .into_owned();
-        tokio::spawn(async move {
-            let sent = door::infer(&gateway, &ctx, call).await;
-            tap.end(sent.map(drop)).await;
-        });
-    }
+/// `ModelInfer` for `request` in a task of its own (the answer outlives
+/// the request's own task), its raw outputs into `tap`, its end last.
+fn spawn_call(
+    gateway: &std::sync::Arc<Gateway>,
+    ctx: &RequestContext,
+    request: &InferRequest,
+    rest: BodyRest,
+    tap: ReplyTap,
+) {
+    let gateway = gateway.clone();
+    // The same context: the access log sees the call's backend and time.
+    let ctx = ctx.clone();
+    let call = InferCall::new(request, Some(rest))
+        .tapped(tap.clone())
+        .into_owned();
+    tokio::spawn(async move {
+        let sent = door::infer(&gateway, &ctx, call).await;
+        tap.end(sent.map(drop)).await;
+    });
 }
 
 /// For each raw entry of the answer (one per output, in order): its size
@@ -116,39 +149,6 @@ fn entry_sizes(
             count.checked_mul(size as u64).map(Some)
         })
         .collect()
-}
-
-/// The streamed answer: its JSON header (of the outputs `head` keeps),
-/// then the relay's chunks.
-fn streamed(
-    head: &InferResponse,
-    request: &InferRequest,
-    entries: Vec<Option<u64>>,
-    tapped: mpsc::Receiver<Tapped>,
-) -> Result<Answer> {
-    let sizes: Vec<u64> = entries.iter().flatten().copied().collect();
-    let header = v2_response::binary_header(head, request, &sizes)?;
-    let total = sizes
-        .iter()
-        .try_fold(header.len() as u64, |sum, n| sum.checked_add(*n))
-        .ok_or_else(|| Error::internal("output sizes overflow"))?;
-    let mut headers = Vec::with_capacity(2);
-    if v2_response::is_binary(&sizes) {
-        headers.push(("Content-Type", "application/octet-stream".to_string()));
-        headers.push(("Inference-Header-Content-Length", header.len().to_string()));
-    } else {
-        headers.push(("Content-Type", "application/json".to_string()));
-    }
-    let (tx, rx) = mpsc::channel(WRITE_AHEAD);
-    // A fresh channel has room for the header.
-    let _ = tx.try_send(Bytes::from(header));
-    tokio::spawn(relay(tapped, Walk::new(entries), tx));
-    Ok(Answer::Streamed(StreamedResponse {
-        status: 200,
-        headers,
-        body: rx,
-        length: Some(total),
-    }))
 }
 
 /// Where the relay is among the answer's raw entries.
@@ -199,11 +199,10 @@ impl Walk {
     }
 }
 
-/// Hands the tapped outputs the client asked for to the session, each
-/// checked against its declared size; the others are skipped. The last
-/// chunk waits for the call's successful end, so an answer whose call
-/// failed is never complete. Anything else stops the relay, which cuts the
-/// answer short.
+/// Hands the tapped outputs the client asked for on, each checked against
+/// its declared size; the others are skipped. The last chunk waits for
+/// the call's successful end, so an answer whose call failed is never
+/// complete. Anything else stops the relay, which cuts the answer short.
 async fn relay(mut tapped: mpsc::Receiver<Tapped>, mut walk: Walk, tx: mpsc::Sender<Bytes>) {
     let mut held: Option<Bytes> = None;
     while let Some(item) = tapped.recv().await {

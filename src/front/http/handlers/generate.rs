@@ -10,9 +10,9 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use crate::app::door::{self, Aim, StreamReplies};
+use crate::app::{models, Gateway};
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
-use crate::front::http::pipeline::Pipeline;
 use crate::front::http::plan::Plan;
 use crate::front::http::route::ModelRef;
 use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedResponse};
@@ -64,116 +64,114 @@ impl Upstream {
     }
 }
 
-impl Pipeline {
-    /// `/generate`: exactly one response expected; any other count is
-    /// Triton's error text with the status of the first message.
-    pub(crate) async fn generate_once(
-        &self,
-        ctx: &RequestContext,
-        plan: &Plan,
-        model: &ModelRef,
-        req: &HttpRequest,
-    ) -> Result<HttpResponse> {
-        let mut upstream = self.open_generate(ctx, plan, model, req).await?;
-        let first = upstream.next().await;
-        let status = first_status(first.as_ref())?;
-        let mut body = None;
-        let mut count = 0usize;
-        let mut item = first;
-        while let Some(current) = item.take() {
-            let (json, last) = render(current);
-            count += 1;
-            body.get_or_insert(json);
-            if last {
-                upstream.drain().await;
-                break;
-            }
-            item = upstream.next().await;
+/// `/generate`: exactly one response expected; any other count is
+/// Triton's error text with the status of the first message.
+pub(super) async fn once(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+    plan: &Plan,
+    model: &ModelRef,
+    req: &HttpRequest,
+) -> Result<HttpResponse> {
+    let mut upstream = open(gateway, ctx, plan, model, req).await?;
+    let first = upstream.next().await;
+    let status = first_status(first.as_ref())?;
+    let mut body = None;
+    let mut count = 0usize;
+    let mut item = first;
+    while let Some(current) = item.take() {
+        let (json, last) = render(current);
+        count += 1;
+        body.get_or_insert(json);
+        if last {
+            upstream.drain().await;
+            break;
         }
-        let body = match (count, body) {
-            (1, Some(json)) => json,
-            _ => Error::internal(NOT_ONE_RESPONSE).body(),
-        };
-        Ok(HttpResponse::new(
-            status,
-            "application/json",
-            vec![Bytes::from(body)],
-        ))
+        item = upstream.next().await;
     }
+    let body = match (count, body) {
+        (1, Some(json)) => json,
+        _ => Error::internal(NOT_ONE_RESPONSE).body(),
+    };
+    Ok(HttpResponse::new(
+        status,
+        "application/json",
+        vec![Bytes::from(body)],
+    ))
+}
 
-    /// `/generate_stream`: the status from the first message, then every
-    /// response as `data: <json>\n\n` as it arrives.
-    pub(crate) async fn generate_stream(
-        &self,
-        ctx: &RequestContext,
-        plan: &Plan,
-        model: &ModelRef,
-        req: &HttpRequest,
-    ) -> Result<Answer> {
-        let mut upstream = self.open_generate(ctx, plan, model, req).await?;
-        let first = upstream.next().await;
-        let status = first_status(first.as_ref())?;
-        let (tx, rx) = mpsc::channel(EVENT_BUFFER);
-        if let Some(first) = first {
-            let (json, last) = render(first);
-            // A fresh channel has room for one event.
-            let _ = tx.try_send(generate::sse_event(&json));
-            if last {
-                drop(tx);
-                tokio::spawn(upstream.drain());
-            } else {
-                tokio::spawn(pump(upstream, tx));
-            }
+/// `/generate_stream`: the status from the first message, then every
+/// response as `data: <json>\n\n` as it arrives.
+pub(super) async fn stream(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+    plan: &Plan,
+    model: &ModelRef,
+    req: &HttpRequest,
+) -> Result<Answer> {
+    let mut upstream = open(gateway, ctx, plan, model, req).await?;
+    let first = upstream.next().await;
+    let status = first_status(first.as_ref())?;
+    let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+    let first = first.map(|first| {
+        let (json, last) = render(first);
+        if last {
+            drop(tx);
+            tokio::spawn(upstream.drain());
+        } else {
+            tokio::spawn(pump(upstream, tx));
         }
-        Ok(Answer::Streamed(StreamedResponse {
-            status,
-            headers: vec![("Content-Type", SSE_CONTENT_TYPE.to_string())],
-            body: rx,
-            length: None,
-        }))
-    }
+        generate::sse_event(&json)
+    });
+    Ok(Answer::Streamed(StreamedResponse {
+        status,
+        headers: vec![("Content-Type", SSE_CONTENT_TYPE.to_string())],
+        first,
+        body: rx,
+        length: None,
+    }))
+}
 
-    /// Facts §1.6 order: model signature (unknown model → 404), request
-    /// `Content-Encoding`, body → request; then the upstream stream opens.
-    async fn open_generate(
-        &self,
-        ctx: &RequestContext,
-        plan: &Plan,
-        model: &ModelRef,
-        req: &HttpRequest,
-    ) -> Result<Upstream> {
-        let info = self.gateway.model_info(ctx, model).await?.ok_or_else(|| {
-            Error::unsupported(
-                "generate needs the model's inputs, which the upstream does not provide (no ModelConfig or ModelMetadata)",
-            )
-        })?;
-        if !plan.body_identity() {
-            return Err(Error::invalid(
-                "Unsupported content-encoding, only 'identity' is supported.",
-            ));
-        }
-        let mut request = generate::decode(
-            &model.name,
-            &model.version,
-            &req.body,
-            &info,
-            self.gateway.decode_limits(),
-        )?;
-        // gRPC reserves `triton_*` keys (and `triton_enable_empty_final_response`
-        // would change the stream itself): never forwarded.
-        request
-            .parameters
-            .retain(|(k, _)| !k.starts_with("triton_"));
-        let sequence = request_sequence_key(&request);
-        let aim = Aim::sequenced(&request.model_name, sequence.as_deref());
-        let message = to_grpc::model_infer(&request);
-        let requests = tokio_stream::once(message);
-        let replies = door::open_stream(&self.gateway, ctx, aim, None, requests).await?;
-        Ok(Upstream {
-            replies,
-            request_id: request.id,
-        })
+/// Facts §1.6 order: model signature (unknown model → 404), request
+/// `Content-Encoding`, body → request; then the upstream stream opens.
+async fn open(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+    plan: &Plan,
+    model: &ModelRef,
+    req: &HttpRequest,
+) -> Result<Upstream> {
+    let info = models::model_info(gateway, ctx, model).await?.ok_or_else(|| {
+        Error::unsupported(
+            "generate needs the model's inputs, which the upstream does not provide (no ModelConfig or ModelMetadata)",
+        )
+    })?;
+    if !plan.body_identity() {
+        return Err(Error::invalid(
+            "Unsupported content-encoding, only 'identity' is supported.",
+        ));
     }
+    let mut request = generate::decode(
+        &model.name,
+        &model.version,
+        &req.body,
+        &info,
+        gateway.decode_limits(),
+    )?;
+    // gRPC reserves `triton_*` keys (and `triton_enable_empty_final_response`
+    // would change the stream itself): never forwarded.
+    request
+        .parameters
+        .retain(|(k, _)| !k.starts_with("triton_"));
+    let sequence = request_sequence_key(&request);
+    let aim = Aim::sequenced(&request.model_name, sequence.as_deref());
+    let message = to_grpc::model_infer(&request);
+    let requests = tokio_stream::once(message);
+    let replies = door::open_stream(gateway, ctx, aim, None, requests).await?;
+    Ok(Upstream {
+        replies,
+        request_id: request.id,
+    })
 }
 
 /// The HTTP status Triton sends, fixed by the first message (protocol §1.6):
