@@ -1,12 +1,18 @@
 //! The layering rules of ARCHITECTURE.md, run: reads every `crate::` and
-//! `super::` path in `src/` (test modules excluded), maps it to the module
-//! it names, and fails when a module imports a layer above its own, when
-//! the two fronts import each other, when a module other than the allowed
-//! ones sees the generated protobuf types, or when modules import each
-//! other in a circle. The table below is the one in ARCHITECTURE.md.
-//! It also reads every inherent `impl` block and fails when one stands
-//! outside the top-level module that defines its type (a core type with
-//! HTTP methods written in the front, say).
+//! `super::` path in a crate's `src/` (test modules excluded) and maps it
+//! to the module it names.
+//!
+//! In every crate of the workspace with a `src/` (the gateway and each
+//! member of `[workspace] members`), it fails when modules import each
+//! other in a circle.
+//!
+//! In the gateway's own `src/` it also fails when a module imports a layer
+//! above its own, when the two fronts import each other, or when a module
+//! other than the allowed ones sees the generated protobuf types; the table
+//! below is the one in ARCHITECTURE.md. And it reads every inherent `impl`
+//! block there and fails when one stands outside the top-level module that
+//! defines its type (a core type with HTTP methods written in the front,
+//! say).
 //! (The demo upstream is the crate `tensorgate-demo`, on `tensorgate-proto`
 //! only: Cargo keeps it from importing the gateway.)
 
@@ -56,7 +62,7 @@ const PROTO_ALLOWED: &[&str] = &[
 
 #[test]
 fn no_module_imports_a_layer_above_it_or_a_peer() {
-    let graph = Graph::read();
+    let graph = Graph::read(&gateway_src());
     let mut wrong = Vec::new();
     for (from, to) in graph.edges() {
         let (a, b) = (top(&from), top(&to));
@@ -81,7 +87,7 @@ fn no_module_imports_a_layer_above_it_or_a_peer() {
 
 #[test]
 fn only_the_allowed_layers_see_the_generated_types() {
-    let graph = Graph::read();
+    let graph = Graph::read(&gateway_src());
     let mut wrong = Vec::new();
     for (from, to) in graph.edges() {
         if top(&to) == "proto" && !PROTO_ALLOWED.contains(&top(&from)) {
@@ -96,16 +102,69 @@ fn only_the_allowed_layers_see_the_generated_types() {
 }
 
 #[test]
-fn modules_do_not_import_each_other_in_circles() {
-    let graph = Graph::read();
-    let circles = graph.circles();
-    assert!(circles.is_empty(), "import circles: {circles:?}");
+fn no_crate_has_modules_importing_each_other_in_circles() {
+    let mut found = Vec::new();
+    for src in workspace_sources() {
+        let circles = Graph::read(&src).circles();
+        if !circles.is_empty() {
+            found.push(format!("{}: {circles:?}", shown(&src)));
+        }
+    }
+    assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_circle_check_can_fail_in_every_crate() {
+    let sources = workspace_sources();
+    let load = gateway_root().join("crates/tensorgate-load/src");
+    assert!(sources.contains(&load), "{sources:?}");
+    for src in &sources {
+        let mut graph = Graph::read(src);
+        // An import read between two modules, turned back on itself, is a
+        // circle. A crate with modules in several files and no import
+        // read (a binary's modules taken for `main::…`, say) would pass
+        // for nothing.
+        let Some((from, to)) = graph
+            .edges()
+            .find(|(from, to)| !from.is_empty() && !nested(from, to))
+        else {
+            let files = modules(src).len();
+            assert!(files <= 1, "{}: {files} files, no import", shown(src));
+            continue;
+        };
+        graph.add(&to, &from);
+        let circles = graph.circles();
+        assert!(
+            circles.iter().any(|c| c.contains(&from) && c.contains(&to)),
+            "{}: {from} <-> {to} not found: {circles:?}",
+            shown(src)
+        );
+    }
+    // The circle the load tool had: its HTTP connection naming the answer
+    // type where it used to live, beside the connections in `link`.
+    let mut graph = Graph::read(&load);
+    graph.scan("http", "use crate::link::Response;\n");
+    assert_eq!(graph.circles(), [["http", "link"]]);
+}
+
+#[test]
+fn super_and_groups_name_the_modules_they_should() {
+    let mut graph = Graph::read(&gateway_src());
+    graph.edges.clear();
+    // `super` is the parent module, whether the file is `front/http/mod.rs`
+    // or `front/http.rs`; a group may follow `crate::` itself.
+    graph.scan(
+        "front::http",
+        "use super::grpc::Server;\nuse crate::{model, upstream::Client};\n",
+    );
+    let named: Vec<String> = graph.edges().map(|(_, to)| to).collect();
+    assert_eq!(named, ["front::grpc", "model", "upstream"]);
 }
 
 #[test]
 fn the_rules_catch_a_violation() {
     // The checks themselves must be able to fail.
-    let mut graph = Graph::read();
+    let mut graph = Graph::read(&gateway_src());
     graph.add("wire::tensor", "front::http::route");
     graph.add("front::http::route", "wire::tensor");
     assert!(!graph.circles().is_empty());
@@ -162,14 +221,9 @@ impl Impls {
             defined: BTreeMap::new(),
             impls: Vec::new(),
         };
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files = Vec::new();
-        collect(&src, &mut files);
-        for path in files {
-            if let Some(module) = module_of(&src, &path) {
-                let text = std::fs::read_to_string(&path).expect("source file");
-                impls.scan(&module, without_tests(&text));
-            }
+        for (module, path) in modules(&gateway_src()) {
+            let text = std::fs::read_to_string(&path).expect("source file");
+            impls.scan(&module, without_tests(&text));
         }
         impls
     }
@@ -272,35 +326,38 @@ fn layer(top: &str) -> usize {
         .unwrap_or_else(|| panic!("module `{top}` is in no layer of the table"))
 }
 
-/// Module → the modules it names.
+/// The modules of one crate, and which of them each one names.
 struct Graph {
+    modules: BTreeSet<String>,
+    /// Module → the modules it names.
     edges: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Graph {
-    fn read() -> Graph {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files = Vec::new();
-        collect(&src, &mut files);
-        let modules: BTreeMap<String, PathBuf> = files
-            .into_iter()
-            .filter_map(|path| Some((module_of(&src, &path)?, path)))
-            .collect();
-        let known: BTreeSet<String> = modules.keys().cloned().collect();
-        let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for (module, path) in &modules {
+    /// The graph of the crate whose sources are in `src`.
+    fn read(src: &Path) -> Graph {
+        let files = modules(src);
+        let mut graph = Graph {
+            modules: files.keys().cloned().collect(),
+            edges: BTreeMap::new(),
+        };
+        for (module, path) in &files {
             let text = std::fs::read_to_string(path).expect("source file");
-            let text = without_tests(&text);
-            let is_mod_file = path.ends_with("mod.rs") || path.ends_with("lib.rs");
-            for target in paths(text, module, is_mod_file) {
-                if let Some(found) = resolve(&known, &target) {
-                    if found != *module && !found.is_empty() {
-                        edges.entry(module.clone()).or_default().insert(found);
-                    }
+            graph.scan(module, without_tests(&text));
+        }
+        graph
+    }
+
+    /// Reads `text`, the source of `module`: an edge to each other module
+    /// it names (the crate root aside: every module is under it).
+    fn scan(&mut self, module: &str, text: &str) {
+        for target in paths(text, module) {
+            if let Some(found) = resolve(&self.modules, &target) {
+                if found != module && !found.is_empty() {
+                    self.add(module, &found);
                 }
             }
         }
-        Graph { edges }
     }
 
     fn add(&mut self, from: &str, to: &str) {
@@ -373,19 +430,78 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// `src/front/http/v1/mod.rs` → `front::http::v1`; `src/lib.rs` → ``; `main.rs` is
-/// the binary, not part of the library's graph.
-fn module_of(src: &Path, path: &Path) -> Option<String> {
+/// The gateway's folder: the workspace's root.
+fn gateway_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn gateway_src() -> PathBuf {
+    gateway_root().join("src")
+}
+
+/// The `src/` of every crate of the workspace that has one: the gateway
+/// and each of `[workspace] members` in Cargo.toml.
+fn workspace_sources() -> Vec<PathBuf> {
+    let root = gateway_root();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
+    let manifest: toml::Table = manifest.parse().expect("Cargo.toml is TOML");
+    let members = manifest["workspace"]["members"]
+        .as_array()
+        .expect("[workspace] members");
+    let mut sources = vec![gateway_src()];
+    for member in members {
+        let member = member.as_str().expect("a member is a path");
+        assert!(!member.contains('*'), "member {member}: globs are not read");
+        sources.push(root.join(member).join("src"));
+    }
+    sources.retain(|src| src.is_dir());
+    sources
+}
+
+/// `src` as the repository names it (`crates/tensorgate-load/src`).
+fn shown(src: &Path) -> String {
+    let rel = src.strip_prefix(gateway_root()).unwrap_or(src);
+    rel.display().to_string()
+}
+
+/// The modules of the crate whose sources are in `src`, each with its
+/// file: `src/front/http/v1/mod.rs` → `front::http::v1`, the crate root
+/// (`lib.rs`, or `main.rs` in a crate with no library) → ``. Left out:
+/// a `main.rs` beside a `lib.rs` (a binary of its own, which reaches the
+/// library by its public paths) and a test module in a file of its own
+/// (`tests.rs`: tests may reach anywhere).
+fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
+    let root = if src.join("lib.rs").is_file() {
+        "lib"
+    } else {
+        "main"
+    };
+    let mut files = Vec::new();
+    collect(src, &mut files);
+    files
+        .into_iter()
+        .filter_map(|path| Some((module_of(src, &path, root)?, path)))
+        .collect()
+}
+
+/// The module of the file at `path`, in a crate whose root file is
+/// `root` (`lib` or `main`).
+fn module_of(src: &Path, path: &Path, root: &str) -> Option<String> {
     let rel = path.strip_prefix(src).ok()?.with_extension("");
     let mut parts: Vec<String> = rel
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
         .collect();
-    if parts.as_slice() == ["main"] {
-        return None;
+    if let [only] = parts.as_slice() {
+        if only == "lib" || only == "main" {
+            return (only == root).then(String::new);
+        }
     }
-    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+    if parts.last().is_some_and(|last| last == "mod") {
         parts.pop();
+    }
+    if parts.last().is_some_and(|last| last == "tests") {
+        return None;
     }
     Some(parts.join("::"))
 }
@@ -398,15 +514,15 @@ fn without_tests(text: &str) -> &str {
     }
 }
 
-/// Every `crate::a::b` and `super::a` path in `text`, with `{a, b::c}`
-/// groups expanded, as full module paths.
-fn paths(text: &str, module: &str, is_mod_file: bool) -> Vec<String> {
+/// Every `crate::a::b` and `super::a` path in `text`, the source of
+/// `module`, with `{a, b::c}` groups expanded, as full module paths.
+/// `super` is the parent of `module` whether its file is `a/b.rs` or
+/// `a/b/mod.rs`.
+fn paths(text: &str, module: &str) -> Vec<String> {
     let mut out = Vec::new();
     let parent = {
         let mut parts: Vec<&str> = module.split("::").collect();
-        if !is_mod_file {
-            parts.pop();
-        }
+        parts.pop();
         parts.join("::")
     };
     for (prefix, base) in [("crate::", String::new()), ("super::", parent)] {
@@ -422,23 +538,28 @@ fn paths(text: &str, module: &str, is_mod_file: bool) -> Vec<String> {
                 .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
                 .collect();
             let path = path.trim_end_matches(':');
-            let full = |tail: &str| {
-                [base.as_str(), tail]
+            let full = |path: &str, item: &str| {
+                [base.as_str(), path, item]
                     .iter()
                     .filter(|s| !s.is_empty())
                     .cloned()
                     .collect::<Vec<_>>()
                     .join("::")
             };
-            out.push(full(path));
+            out.push(full(path, ""));
+            // `a::{b, c}`, or a group right after the prefix: `crate::{a, b}`.
             let after = &rest[path.len()..];
-            if let Some(group) = after.strip_prefix("::{") {
+            let group = match path {
+                "" => after.strip_prefix('{'),
+                _ => after.strip_prefix("::{"),
+            };
+            if let Some(group) = group {
                 let group = &group[..group.find('}').unwrap_or(group.len())];
                 for item in group.split(',') {
                     let item = item.trim().split(" as ").next().unwrap_or_default();
                     let item = item.trim_matches(|c: char| c == '{' || c.is_whitespace());
                     if !item.is_empty() && item != "self" {
-                        out.push(full(&format!("{path}::{item}")));
+                        out.push(full(path, item));
                     }
                 }
             }

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::grpc;
 use crate::http::ERROR_BODY_SAMPLE;
-use crate::link::Response;
+use crate::response::Response;
 use crate::shm::Regions;
 use crate::workload::{f32s, Expected};
 

@@ -23,7 +23,7 @@ use tensorgate_proto::inference::model_infer_request::{
 use tensorgate_proto::inference::{ModelInferRequest, ModelInferResponse};
 use tokio::net::TcpStream;
 
-use crate::link::Response;
+use crate::response::Response;
 use crate::workload::{f32s, le_bytes};
 
 const PATH: &str = "/inference.GRPCInferenceService/ModelInfer";

@@ -10,8 +10,8 @@ use std::net::SocketAddr;
 
 use tokio::net::TcpStream;
 
-use crate::link::Response;
 use crate::pace::{self, Pacer};
+use crate::response::Response;
 
 /// Read buffer per connection; large responses stream through it.
 const READ_BUFFER: usize = 256 * 1024;

@@ -1,11 +1,13 @@
 //! A connection of either mode (HTTP/1.1 or gRPC) behind one interface:
-//! connect to the target, exchange the request for its answer.
+//! connect to the target, exchange the request for its answer (a
+//! `response::Response`, which both modes build).
 
 use std::io;
 use std::net::SocketAddr;
 
 use bytes::Bytes;
 
+use crate::response::Response;
 use crate::{grpc, http};
 
 /// Where the connections go, and how.
@@ -15,19 +17,6 @@ pub(crate) struct Target {
     pub(crate) grpc: bool,
     /// Bytes a second per direction (`--rate-mb-s`).
     pub(crate) rate: Option<f64>,
-}
-
-/// An answer, read whole, of either mode.
-pub(crate) struct Response {
-    /// The HTTP status; for gRPC 200 (grpc-status 0) or
-    /// `grpc::STATUS_BASE` + the gRPC code.
-    pub(crate) status: u16,
-    /// The server closes the connection after it.
-    pub(crate) close: bool,
-    pub(crate) inference_header_len: Option<usize>,
-    /// Body bytes, kept only when asked (or a sample for non-200).
-    pub(crate) body: Vec<u8>,
-    pub(crate) body_len: u64,
 }
 
 pub(crate) enum Link {

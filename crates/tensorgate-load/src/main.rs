@@ -47,9 +47,10 @@
 //!
 //! One module per job, in the order a run uses them: `cli` (flags),
 //! `workload` (the add_sub inputs and bodies), `request` (the bytes sent),
-//! `link` over `http`, `grpc` and `pace` (the connections), `shm` (w6's
-//! shared memory), `run` (the closed loop), `check` (the checked answer),
-//! `cpu` (`/proc` samples), `stats` and `report`.
+//! `link` over `http`, `grpc` and `pace` (the connections), `response`
+//! (the answer either connection reads), `shm` (w6's shared memory), `run`
+//! (the closed loop), `check` (the checked answer), `cpu` (`/proc`
+//! samples), `stats` and `report`.
 
 use std::io;
 use std::process::ExitCode;
@@ -66,6 +67,7 @@ mod link;
 mod pace;
 mod report;
 mod request;
+mod response;
 mod run;
 mod shm;
 mod stats;
