@@ -7,8 +7,10 @@
 //! other in a circle.
 //!
 //! In the gateway's own `src/` it also fails when a module imports a layer
-//! above its own, when the two fronts import each other, or when a module
-//! other than the allowed ones sees the generated protobuf types; the table
+//! above its own, when the two fronts import each other, when a module
+//! other than the allowed ones sees the generated protobuf types, or when
+//! a front reaches the upstream client other than through the core's door
+//! (imports `upstream`, or names its pool, calls or leases); the table
 //! below is the one in ARCHITECTURE.md. And it reads every inherent `impl`
 //! block there and fails when one stands outside the top-level module that
 //! defines its type (a core type with HTTP methods written in the front,
@@ -174,6 +176,92 @@ fn the_rules_catch_a_violation() {
     assert!(upward);
     // `crate::proto` paths resolve (the protobuf check sees them).
     assert!(graph.edges().any(|(_, to)| top(&to) == "proto"));
+}
+
+/// What a front may not name in its code: the upstream client's pool,
+/// its calls and its leases. The core is the one door to the upstream
+/// (`app::door`): a front that picked a backend or made a call itself
+/// would escape the accounting and the policy applied there.
+const UPSTREAM_NAMES: &[&str] = &["Pool", "Lease", "CallSpec", "upstream::"];
+
+#[test]
+fn no_front_reaches_the_upstream_but_through_the_core() {
+    let src = gateway_src();
+    let sources: Vec<(String, String)> = modules(&src)
+        .into_iter()
+        .filter(|(module, _)| is_front(module))
+        .map(|(module, path)| {
+            let text = std::fs::read_to_string(path).expect("source file");
+            (module, without_tests(&text).to_string())
+        })
+        .collect();
+    let wrong = door_violations(&Graph::read(&src), &sources);
+    assert!(
+        wrong.is_empty(),
+        "fronts reaching the upstream without the core:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_door_rule_catches_a_violation() {
+    let mut graph = Graph::read(&gateway_src());
+    graph.add("front::grpc::service", "upstream::pool");
+    let sources = [
+        (
+            "front::http::handlers::health".to_string(),
+            "fn f(p: &Gateway) { let lease: Lease = todo(); }".to_string(),
+        ),
+        (
+            "front::grpc::unary".to_string(),
+            "//! Prose may say Pool and Lease.\nfn g() -> Leased {}".to_string(),
+        ),
+    ];
+    let wrong = door_violations(&graph, &sources);
+    assert_eq!(wrong.len(), 2, "{wrong:?}");
+    assert!(wrong[0].contains("front::grpc::service imports upstream::pool"));
+    assert!(wrong[1].contains("front::http::handlers::health names Lease"));
+}
+
+/// A front's imports of `upstream`, and the names of [`UPSTREAM_NAMES`]
+/// in a front's code (comments aside; whole words).
+fn door_violations(graph: &Graph, sources: &[(String, String)]) -> Vec<String> {
+    let mut wrong: Vec<String> = graph
+        .edges()
+        .filter(|(from, to)| is_front(from) && top(to) == "upstream")
+        .map(|(from, to)| format!("{from} imports {to}"))
+        .collect();
+    for (module, text) in sources {
+        let code: String = text
+            .lines()
+            .map(|line| line.split("//").next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n");
+        for name in UPSTREAM_NAMES {
+            if names(&code, name) {
+                wrong.push(format!("{module} names {name}"));
+            }
+        }
+    }
+    wrong
+}
+
+/// `code` holds `name` as a whole word (a path like `upstream::`: as it is).
+fn names(code: &str, name: &str) -> bool {
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    code.match_indices(name).any(|(at, _)| {
+        let before = code[..at].chars().next_back();
+        let after = code[at + name.len()..].chars().next();
+        !before.is_some_and(word) && (name.ends_with("::") || !after.is_some_and(word))
+    })
+}
+
+/// A module of one of the fronts.
+fn is_front(module: &str) -> bool {
+    LAYERS
+        .iter()
+        .find(|(name, _)| *name == "fronts")
+        .is_some_and(|(_, groups)| groups.contains(&top(module)))
 }
 
 #[test]

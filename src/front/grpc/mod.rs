@@ -6,7 +6,8 @@
 //! upstream's own code and text, or ours from `error.rs`).
 //!
 //! - `service.rs`: the 20 RPCs and which backend each goes to;
-//! - `unary.rs`: one unary call through [`crate::upstream::Pool::call`];
+//! - `unary.rs`: one unary call relayed through the core's door
+//!   (`app::door::relay`);
 //! - `stream_infer.rs`: `ModelStreamInfer`, one backend per stream;
 //! - `relayed_infer.rs`: `ModelInfer` calls relayed as encoded (a small
 //!   one whole, a large one while it arrives);

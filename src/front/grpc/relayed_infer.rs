@@ -4,7 +4,7 @@
 //! `raw_input_contents` entry (`wire::grpc_head`). An uncompressed message
 //! whose leading fields come first (every protobuf encoder writes fields
 //! in number order) is routed on those fields — model, `sequence_id` —
-//! and its bytes go to the backend unchanged (`upstream::raw`); the
+//! and its bytes go to the backend unchanged (`app::door::relay_raw`); the
 //! backend's answer goes back frame by frame, its trailers as they were:
 //!
 //! - a small one — whole in the body's first frame, which ends the body,
@@ -293,7 +293,7 @@ impl http_body::Body for Replayed {
 
 /// Relays a large call: admitted as the generated service would admit it,
 /// its size against `limits.max_streamed_body_size`, then sent through
-/// the pool as a raw call (`upstream::raw`) while a pump feeds the rest of
+/// the door as a raw call (`app::door::relay_raw`) while a pump feeds the rest of
 /// the body in. Like every call, an attempt that never reached its backend
 /// is retried elsewhere — and, for this streamed message, only when it
 /// took nothing of the body (`body::Reader`).
