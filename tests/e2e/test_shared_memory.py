@@ -1,10 +1,12 @@
-"""System shared memory bridged to a remote upstream (issue 31): NVIDIA's own
-flow (`simple_http_shm_client.py`: `tritonclient.utils.shared_memory` +
-`tritonclient.http`, inputs and outputs in shared memory) against a
+"""System shared memory bridged to a remote upstream: NVIDIA's own flows
+(`simple_http_shm_client.py` and `simple_grpc_shm_client.py`:
+`tritonclient.utils.shared_memory` with `tritonclient.http` or
+`tritonclient.grpc`, inputs and outputs in shared memory) against a
 tensorgate in bridge mode (`[shared_memory] mode = "bridge"`) whose upstream
 is the embedded demo, which cannot see this host's /dev/shm (it refuses every
 registration): the gateway reads the inputs from the client's regions, sends
-the bytes upstream, and writes the outputs into the client's regions.
+the bytes upstream, and writes the outputs into the client's regions, for
+HTTP and gRPC clients alike, from one region table.
 """
 
 import os
@@ -15,6 +17,7 @@ import pytest
 import conftest as c
 
 tritonclient_http = pytest.importorskip("tritonclient.http")
+tritonclient_grpc = pytest.importorskip("tritonclient.grpc")
 shm = pytest.importorskip("tritonclient.utils.shared_memory")
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
@@ -36,7 +39,7 @@ def bridge(e2e_tmpdir):
     config = os.path.join(e2e_tmpdir, "shm-bridge.toml")
     with open(config, "w") as f:
         f.write(BRIDGE_CONFIG)
-    gateway = c.launch_gateway(e2e_tmpdir, "shm-bridge", ["demo", "--config", config])
+    gateway = c.launch_gateway(e2e_tmpdir, "shm-bridge", ["demo", "--config", config], grpc=True)
     yield gateway
     c.stop(gateway["proc"])
 
@@ -44,6 +47,15 @@ def bridge(e2e_tmpdir):
 @pytest.fixture
 def client(bridge):
     client = tritonclient_http.InferenceServerClient(bridge["http"][len("http://"):])
+    client.unregister_system_shared_memory()
+    yield client
+    client.unregister_system_shared_memory()
+    client.close()
+
+
+@pytest.fixture
+def grpc_client(bridge):
+    client = tritonclient_grpc.InferenceServerClient(bridge["grpc"])
     client.unregister_system_shared_memory()
     yield client
     client.unregister_system_shared_memory()
@@ -103,15 +115,23 @@ def test_refusals_reach_the_stock_client_with_tritons_texts(client, regions):
     assert "CUDA shared memory is not available through this gateway" in refused.value.message()
 
 
-def test_nvidia_simple_http_shm_flow(client, regions):
-    # The example's flow: inputs in one region, outputs in another.
+def registered(client, regions, second):
+    """The examples' regions: `input_data` holding INPUT0 = 0..16 and
+    INPUT1 = `second` everywhere, `output_data` for both outputs, registered
+    with `client`. Returns the inputs and the outputs' region."""
     in_key, in_handle = regions("input_data", BYTES * 2)
     out_key, out_handle = regions("output_data", BYTES * 2)
     input0 = np.arange(16, dtype=np.int32).reshape(1, 16)
-    input1 = np.ones((1, 16), dtype=np.int32)
+    input1 = np.full((1, 16), second, dtype=np.int32)
     shm.set_shared_memory_region(in_handle, [input0, input1])
     client.register_system_shared_memory("input_data", in_key, BYTES * 2)
     client.register_system_shared_memory("output_data", out_key, BYTES * 2)
+    return input0, input1, out_handle
+
+
+def test_nvidia_simple_http_shm_flow(client, regions):
+    # The example's flow: inputs in one region, outputs in another.
+    input0, input1, out_handle = registered(client, regions, 1)
 
     inputs = [tritonclient_http.InferInput("INPUT0", [1, 16], "INT32"),
               tritonclient_http.InferInput("INPUT1", [1, 16], "INT32")]
@@ -130,3 +150,48 @@ def test_nvidia_simple_http_shm_flow(client, regions):
     diffs = shm.get_contents_as_numpy(out_handle, np.int32, [1, 16], offset=BYTES)
     np.testing.assert_array_equal(sums, input0 + input1)
     np.testing.assert_array_equal(diffs, input0 - input1)
+
+
+def test_nvidia_simple_grpc_shm_flow(grpc_client, regions):
+    # The gRPC example's flow: the same regions, registered, used and
+    # released over gRPC; the gateway answers the shared-memory RPCs itself.
+    client = grpc_client
+    input0, input1, out_handle = registered(client, regions, 1)
+    status = client.get_system_shared_memory_status()
+    assert sorted(status.regions) == ["input_data", "output_data"]
+
+    inputs = [tritonclient_grpc.InferInput("INPUT0", [1, 16], "INT32"),
+              tritonclient_grpc.InferInput("INPUT1", [1, 16], "INT32")]
+    inputs[0].set_shared_memory("input_data", BYTES)
+    inputs[1].set_shared_memory("input_data", BYTES, offset=BYTES)
+    outputs = [tritonclient_grpc.InferRequestedOutput("OUTPUT0"),
+               tritonclient_grpc.InferRequestedOutput("OUTPUT1")]
+    outputs[0].set_shared_memory("output_data", BYTES)
+    outputs[1].set_shared_memory("output_data", BYTES, offset=BYTES)
+
+    result = client.infer("simple", inputs, outputs=outputs)
+    out0 = result.get_output("OUTPUT0")
+    assert (out0.name, out0.datatype, list(out0.shape)) == ("OUTPUT0", "INT32", [1, 16])
+    sums = shm.get_contents_as_numpy(out_handle, np.int32, [1, 16])
+    diffs = shm.get_contents_as_numpy(out_handle, np.int32, [1, 16], offset=BYTES)
+    np.testing.assert_array_equal(sums, input0 + input1)
+    np.testing.assert_array_equal(diffs, input0 - input1)
+
+    client.unregister_system_shared_memory("output_data")
+    assert sorted(client.get_system_shared_memory_status().regions) == ["input_data"]
+    with pytest.raises(InferenceServerException) as refused:
+        client.get_system_shared_memory_status("output_data")
+    assert refused.value.message() == "Unable to find system shared memory region: 'output_data'"
+
+
+def test_regions_registered_over_http_serve_a_grpc_client(client, grpc_client, regions):
+    input0, input1, out_handle = registered(client, regions, 3)
+    inputs = [tritonclient_grpc.InferInput("INPUT0", [1, 16], "INT32"),
+              tritonclient_grpc.InferInput("INPUT1", [1, 16], "INT32")]
+    inputs[0].set_shared_memory("input_data", BYTES)
+    inputs[1].set_shared_memory("input_data", BYTES, offset=BYTES)
+    outputs = [tritonclient_grpc.InferRequestedOutput("OUTPUT0")]
+    outputs[0].set_shared_memory("output_data", BYTES)
+    grpc_client.infer("simple", inputs, outputs=outputs)
+    sums = shm.get_contents_as_numpy(out_handle, np.int32, [1, 16])
+    np.testing.assert_array_equal(sums, input0 + input1)

@@ -30,7 +30,7 @@ use tensorgate_demo::DemoUpstream;
 
 use crate::streamed_grpc::{framed, RawCall};
 
-type Client = GrpcInferenceServiceClient<Channel>;
+pub(super) type Client = GrpcInferenceServiceClient<Channel>;
 
 /// Two demo upstreams, a gateway over both and its gRPC passthrough.
 struct Fleet {

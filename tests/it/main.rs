@@ -37,6 +37,7 @@
 //! | `generate_stream` | `/generate_stream` while it streams: events arrive as produced, a disconnect cancels upstream, a slow reader holds the upstream back | binary, demo's counters; one case in-process |
 //! | `streamed_body` | binary `/infer` bodies streamed upstream as they arrive: the same answer as a whole body; a body that ends early, runs long or breaks off never completes upstream | binary, demo's counters |
 //! | `shared_memory` | bridge mode of system shared memory: register, status and unregister answered by the gateway, `/infer` through the regions, Triton's refusals; CUDA refused | in-process, demo; one case binary |
+//! | `shared_memory_grpc` | bridge mode on the gRPC front: the shared-memory RPCs answered by the gateway, `ModelInfer` and `ModelStreamInfer` through the regions, one region table for both fronts, Triton's texts and codes | gRPC front, demo |
 //! | `codec_fixtures` | the v2 infer codecs against tests/fixtures/v2: requests decoded, upstream outputs encoded as Triton's answers | the codec functions, files |
 //!
 //! ## Legacy v1 API
@@ -120,6 +121,7 @@ mod process;
 mod relayed_grpc;
 mod reload;
 mod shared_memory;
+mod shared_memory_grpc;
 mod stream_accounting;
 mod streamed_body;
 mod streamed_grpc;

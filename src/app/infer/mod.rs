@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use crate::app::door::{self, InferCall};
 use crate::app::models;
-use crate::app::shm::HeldOutputs;
+use crate::app::shm::Held;
 use crate::app::Gateway;
 use crate::body::{BodyRest, Fault};
 use crate::context::RequestContext;
@@ -110,7 +110,7 @@ pub(crate) async fn infer<D: Decoder>(
     // reads them while it parses the request (protocol §1.7).
     let held = match gateway.shm_bridge() {
         Some(bridge) => bridge.take_regions(&mut request).await?,
-        None => HeldOutputs::default(),
+        None => Held::default(),
     };
     // The core's order: requested outputs before the inputs.
     outputs::check_requested(&request, info.as_deref())?;
@@ -122,13 +122,13 @@ pub(crate) async fn infer<D: Decoder>(
             None => error,
         };
     // A shared-memory output is not binary: such a request never streams.
-    if let Some(rest) = rest.as_ref().filter(|_| streams && held.is_empty()) {
+    if let Some(rest) = rest.as_ref().filter(|_| streams && held.no_outputs()) {
         return match streamed::call(gateway, ctx, request, rest.clone()).await {
             Ok(inferred) => Ok((inferred, kept)),
             Err((request, error)) => Err(worded(&request, error)),
         };
     }
-    let response = match held.is_empty() {
+    let response = match held.no_outputs() {
         true => collected(gateway, ctx, &request, rest.as_ref()).await,
         false => crate::app::shm::call_into(gateway, ctx, &request, rest.as_ref(), held).await,
     };

@@ -4,7 +4,7 @@
 //! written there chunk by chunk, as its HTTP/2 frames arrive, instead of
 //! being collected whole first. The answer's other raw outputs are
 //! collected as usual; outputs the upstream sent as typed `contents` are
-//! written by [`HeldOutputs::write`] once the answer is complete.
+//! written by [`Held::write`] once the answer is complete.
 //!
 //! From [`OFF_THREAD_BYTES`] of held windows on, the writes run on tokio's
 //! blocking pool (one thread for the whole answer, fed by the tap's bounded
@@ -13,7 +13,7 @@
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use super::{on_blocking_pool, HeldOutputs, Lease, OFF_THREAD_BYTES};
+use super::{on_blocking_pool, Held, Lease, OFF_THREAD_BYTES};
 use crate::app::door::{self, InferCall};
 use crate::app::Gateway;
 use crate::body::BodyRest;
@@ -33,7 +33,7 @@ pub(crate) async fn call_into(
     ctx: &RequestContext,
     request: &InferRequest,
     rest: Option<&BodyRest>,
-    held: HeldOutputs,
+    held: Held,
 ) -> Result<InferResponse> {
     let (tap, tapped) = reply::tap();
     let call = InferCall::new(request, rest.cloned()).tapped(tap.clone());
@@ -58,7 +58,7 @@ struct Sink {
     /// The request's id, model and requested outputs (no inputs): enough
     /// to translate the answer and check it names what was asked.
     request: InferRequest,
-    held: HeldOutputs,
+    held: Held,
     head: Option<ModelInferResponse>,
     /// The raw outputs so far, one per entry: empty for one written into
     /// its window.
@@ -72,10 +72,10 @@ struct Sink {
 
 /// The answer, translated, with what is still held: windows whose output
 /// came as typed `contents` (or not at all), written from the answer.
-type Drained = (InferResponse, HeldOutputs);
+type Drained = (InferResponse, Held);
 
 impl Sink {
-    fn new(request: &InferRequest, held: HeldOutputs) -> Sink {
+    fn new(request: &InferRequest, held: Held) -> Sink {
         Sink {
             request: InferRequest {
                 id: request.id.clone(),
@@ -83,7 +83,7 @@ impl Sink {
                 outputs: request.outputs.clone(),
                 ..InferRequest::default()
             },
-            written: vec![false; held.0.len()],
+            written: vec![false; held.outputs.len()],
             held,
             head: None,
             raw: Vec::new(),
@@ -94,7 +94,7 @@ impl Sink {
     /// Takes every item of `tapped` up to the call's end: here, or on the
     /// blocking pool when the windows are large (module doc).
     async fn drain(mut self, mut tapped: mpsc::Receiver<Tapped>) -> Result<Drained> {
-        let bytes: usize = self.held.0.iter().map(|(_, l)| l.byte_size()).sum();
+        let bytes: usize = self.held.outputs.iter().map(|(_, l)| l.byte_size()).sum();
         if bytes < OFF_THREAD_BYTES {
             while let Some(item) = tapped.recv().await {
                 if let Some(drained) = self.take(item)? {
@@ -127,7 +127,7 @@ impl Sink {
             Tapped::Entry(n) => self.enter(n)?,
             Tapped::Data(chunk) => match self.writing {
                 Some((lease, written)) => {
-                    self.held.0[lease].1.write_at(written, &chunk)?;
+                    self.held.outputs[lease].1.write_at(written, &chunk)?;
                     self.writing = Some((lease, written + chunk.len()));
                 }
                 None => {
@@ -155,8 +155,8 @@ impl Sink {
             .map(|output| output.name.as_str())
             .ok_or_else(|| Error::internal("the upstream sent more raw outputs than outputs"))?;
         self.raw.push(Vec::new());
-        if let Some(i) = self.held.0.iter().position(|(held, _)| held == name) {
-            let lease: &Lease = &self.held.0[i].1;
+        if let Some(i) = self.held.outputs.iter().position(|(held, _)| held == name) {
+            let lease: &Lease = &self.held.outputs[i].1;
             lease.fits(name, usize::try_from(n).ok())?;
             self.writing = Some((i, 0));
             self.written[i] = true;
@@ -174,7 +174,8 @@ impl Sink {
             .collect();
         let mut written = self.written.iter();
         let mut held = std::mem::take(&mut self.held);
-        held.0.retain(|_| !written.next().copied().unwrap_or(false));
+        held.outputs
+            .retain(|_| !written.next().copied().unwrap_or(false));
         let response = from_grpc::model_infer_with_raw(head, raw, &self.request.id);
         Ok((response, held))
     }
@@ -280,7 +281,7 @@ mod tests {
             Tapped::Ended(Ok(())),
         ];
         let (response, left) = feed(&mut sink, items).unwrap().unwrap();
-        assert!(left.0.is_empty(), "every window written");
+        assert!(left.outputs.is_empty(), "every window written");
         let data: Vec<&[u8]> = response.outputs.iter().map(|o| &o.data[..]).collect();
         assert_eq!(data, [&[][..], &[9; 4], &[]]);
         let object = std::fs::read(dir.0.join("obj")).unwrap();
@@ -349,7 +350,7 @@ mod tests {
             Tapped::Ended(Ok(())),
         ];
         let (mut response, left) = feed(&mut sink, items).unwrap().unwrap();
-        assert_eq!(left.0.len(), 1, "written from the answer afterwards");
+        assert_eq!(left.outputs.len(), 1, "written from the answer afterwards");
         left.write(&mut response).await.unwrap();
         assert_eq!(std::fs::read(dir.0.join("obj")).unwrap()[..8], [3; 8]);
 

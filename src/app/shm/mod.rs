@@ -30,7 +30,7 @@
 //!    written into its region as the upstream's frames arrive, never
 //!    collected whole (an output larger than its window is refused at its
 //!    first byte); one sent as typed `contents` is written from the
-//!    translated answer by [`HeldOutputs::write`]. The answer lists them
+//!    translated answer by [`Held::write`]. The answer lists them
 //!    with empty `data`. Such a request never streams its answer to the
 //!    client (`Plan::answer_streams` wants every output binary, and a
 //!    shared-memory output is not). The leases live until then, so the
@@ -42,9 +42,11 @@
 mod answer;
 mod region;
 mod regions;
+mod stream;
 
 pub(crate) use answer::call_into;
 pub(crate) use regions::{Lease, RegionStatus, Regions};
+pub(crate) use stream::StreamWindows;
 
 use bytes::Bytes;
 
@@ -118,17 +120,22 @@ impl Bridge {
 /// handing it to another thread and back does.
 pub(crate) const OFF_THREAD_BYTES: usize = 1 << 20;
 
-/// What a request in shared memory holds until its answer is written: a
-/// lease on each shared-memory output's window, with the output's name.
+/// What a request in shared memory holds until it is answered: a lease on
+/// each of its input windows (read already, but in use until the request
+/// ends, as Triton holds them: an unregister meanwhile is refused) and on
+/// each output window, with the output's name.
 #[derive(Debug, Default)]
-pub(crate) struct HeldOutputs(Vec<(String, Lease)>);
+pub(crate) struct Held {
+    inputs: Vec<Lease>,
+    outputs: Vec<(String, Lease)>,
+}
 
 impl Bridge {
     /// Hook 1 (module doc): reads every shared-memory input into
     /// `InputData::Raw`, leases every shared-memory output's window and
     /// clears its `shared_memory`. All windows are checked before any byte
     /// is read, inputs first, in request order (Triton's order).
-    pub(crate) async fn take_regions(&self, request: &mut InferRequest) -> Result<HeldOutputs> {
+    pub(crate) async fn take_regions(&self, request: &mut InferRequest) -> Result<Held> {
         let mut inputs = Vec::new();
         let mut leases = Vec::new();
         for (i, input) in request.inputs.iter().enumerate() {
@@ -137,16 +144,20 @@ impl Bridge {
                 leases.push(self.regions.lease(&shm.region, shm.offset, shm.byte_size)?);
             }
         }
-        let mut held = HeldOutputs::default();
+        let mut held = Held::default();
         for output in &request.outputs {
             if let Some(shm) = &output.shared_memory {
                 let lease = self.regions.lease(&shm.region, shm.offset, shm.byte_size)?;
-                held.0.push((output.name.clone(), lease));
+                held.outputs.push((output.name.clone(), lease));
             }
         }
         let bytes = leases.iter().map(Lease::byte_size).sum();
-        let read: Vec<Bytes> =
-            off_thread(bytes, move || leases.iter().map(Lease::read).collect()).await?;
+        let (read, leases) = off_thread(bytes, move || {
+            let read: Vec<Bytes> = leases.iter().map(Lease::read).collect::<Result<_>>()?;
+            Ok((read, leases))
+        })
+        .await?;
+        held.inputs = leases;
         for (i, bytes) in inputs.into_iter().zip(read) {
             request.inputs[i].data = InputData::Raw(bytes);
         }
@@ -157,32 +168,48 @@ impl Bridge {
     }
 }
 
-impl HeldOutputs {
-    /// Nothing held: the request has no output in shared memory.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+impl Held {
+    /// The request has no output in shared memory.
+    pub(crate) fn no_outputs(&self) -> bool {
+        self.outputs.is_empty()
     }
 
     /// Hook 2 for outputs not written as they arrived (module doc): writes
     /// each held output's bytes from the answer into its region and empties
-    /// its `data`. An output the answer lacks
-    /// is left alone (the answer does not list it either). Nothing held
-    /// (forward mode, no shared-memory output): nothing done.
+    /// its `data`. An output the answer lacks is left alone (the answer
+    /// does not list it either). Nothing held (forward mode, no
+    /// shared-memory output): nothing done.
     pub(crate) async fn write(self, response: &mut InferResponse) -> Result<()> {
+        self.write_kept(response).await.map(drop)
+    }
+
+    /// [`Held::write`], the windows kept for the next answer (the
+    /// responses of one request on a stream write the same windows).
+    pub(crate) async fn write_kept(self, response: &mut InferResponse) -> Result<Held> {
         let mut writes = Vec::new();
-        for (name, lease) in self.0 {
-            if let Some(output) = response.outputs.iter_mut().find(|o| o.name == name) {
-                let data = std::mem::take(&mut output.data);
-                writes.push((name, lease, data));
+        let mut kept = Vec::new();
+        for (name, lease) in self.outputs {
+            match response.outputs.iter_mut().find(|o| o.name == name) {
+                Some(output) => {
+                    let data = std::mem::take(&mut output.data);
+                    writes.push((name, lease, data));
+                }
+                None => kept.push((name, lease)),
             }
         }
         let bytes = writes.iter().map(|(_, _, data)| data.len()).sum();
-        off_thread(bytes, move || {
-            writes
-                .iter()
-                .try_for_each(|(name, lease, data)| lease.write(name, std::slice::from_ref(data)))
+        let written = off_thread(bytes, move || {
+            writes.iter().try_for_each(|(name, lease, data)| {
+                lease.write(name, std::slice::from_ref(data))
+            })?;
+            Ok(writes)
         })
-        .await
+        .await?;
+        kept.extend(written.into_iter().map(|(name, lease, _)| (name, lease)));
+        Ok(Held {
+            inputs: self.inputs,
+            outputs: kept,
+        })
     }
 }
 

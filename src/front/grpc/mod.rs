@@ -12,6 +12,8 @@
 //! - `relayed_infer.rs`: `ModelInfer` calls relayed as encoded (a small
 //!   one whole, a large one while it arrives);
 //! - `metadata.rs`: `grpc-timeout` and which metadata crosses the gateway;
+//! - `bridge.rs`: shared-memory bridge mode: the shared-memory RPCs and
+//!   `ModelInfer` naming regions answered through the core;
 //! - `health.rs`: `grpc.health.v1.Health` on the same listener;
 //! - `incoming.rs`: the listener's connections, capped, before they are
 //!   served; `serving.rs`: HTTP/2 on each, calls handed to the services.
@@ -20,6 +22,7 @@
 //! inflates them and relays plain messages ([`ACCEPTED_COMPRESSION`]).
 
 mod auth;
+mod bridge;
 mod health;
 mod incoming;
 mod metadata;

@@ -105,7 +105,8 @@ impl RelayedInfer {
         request: http::Request<Body>,
     ) -> BoxFuture<http::Response<Body>, Infallible> {
         let mut inner = self.inner.clone();
-        if request.uri().path() != MODEL_INFER {
+        // Bridge mode reads every `ModelInfer`: it may name shared memory.
+        if request.uri().path() != MODEL_INFER || self.gateway.shm_bridge().is_some() {
             return inner.call(request);
         }
         let gateway = self.gateway.clone();

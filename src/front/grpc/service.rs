@@ -12,6 +12,7 @@ use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::admit_grpc;
+use super::bridge;
 use super::stream_infer::ResponseStream;
 use super::unary::{relay, relay_of, returned, Target};
 use crate::app::door;
@@ -23,6 +24,7 @@ use crate::config::Group;
 use crate::context::RequestContext;
 use crate::proto::inference as pb;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceService;
+use crate::translate::from_grpc::request::names_shared_memory;
 use crate::translate::sequence::sequence_key;
 
 type Answer<T> = Result<Response<T>, Status>;
@@ -130,6 +132,9 @@ impl GrpcInferenceService for Passthrough {
         let sequence = sequence_key(request.get_ref());
         let _inflight = self.gateway.inflight().enter();
         let (client_metadata, _, message) = request.into_parts();
+        if self.gateway.shm_bridge().is_some() && names_shared_memory(&message) {
+            return bridge::model_infer(&self.gateway, message).await;
+        }
         let relay = relay_of(&client_metadata);
         let ctx = RequestContext::untraced();
         // Owned: the message goes on, its tensors not copied again.
@@ -197,6 +202,9 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::SystemSharedMemoryStatusRequest>,
     ) -> Answer<pb::SystemSharedMemoryStatusResponse> {
         let _permit = self.admit(&request, Group::SharedMemory)?;
+        if let Some(bridge) = self.gateway.shm_bridge() {
+            return bridge::status(bridge, request.get_ref());
+        }
         relay(&self.gateway, request, Target::ANY).await
     }
 
@@ -205,6 +213,9 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::SystemSharedMemoryRegisterRequest>,
     ) -> Answer<pb::SystemSharedMemoryRegisterResponse> {
         let _permit = self.admit(&request, Group::SharedMemory)?;
+        if let Some(bridge) = self.gateway.shm_bridge() {
+            return bridge::register(bridge, request.get_ref());
+        }
         relay(&self.gateway, request, Target::ANY).await
     }
 
@@ -213,6 +224,9 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::SystemSharedMemoryUnregisterRequest>,
     ) -> Answer<pb::SystemSharedMemoryUnregisterResponse> {
         let _permit = self.admit(&request, Group::SharedMemory)?;
+        if let Some(bridge) = self.gateway.shm_bridge() {
+            return bridge::unregister(bridge, request.get_ref());
+        }
         relay(&self.gateway, request, Target::ANY).await
     }
 
@@ -221,6 +235,9 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::CudaSharedMemoryStatusRequest>,
     ) -> Answer<pb::CudaSharedMemoryStatusResponse> {
         let _permit = self.admit(&request, Group::SharedMemory)?;
+        if self.gateway.shm_bridge().is_some() {
+            return bridge::cuda();
+        }
         relay(&self.gateway, request, Target::ANY).await
     }
 
@@ -229,6 +246,9 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::CudaSharedMemoryRegisterRequest>,
     ) -> Answer<pb::CudaSharedMemoryRegisterResponse> {
         let _permit = self.admit(&request, Group::SharedMemory)?;
+        if self.gateway.shm_bridge().is_some() {
+            return bridge::cuda();
+        }
         relay(&self.gateway, request, Target::ANY).await
     }
 
@@ -237,6 +257,9 @@ impl GrpcInferenceService for Passthrough {
         request: Request<pb::CudaSharedMemoryUnregisterRequest>,
     ) -> Answer<pb::CudaSharedMemoryUnregisterResponse> {
         let _permit = self.admit(&request, Group::SharedMemory)?;
+        if self.gateway.shm_bridge().is_some() {
+            return bridge::cuda();
+        }
         relay(&self.gateway, request, Target::ANY).await
     }
 
