@@ -32,8 +32,8 @@
 //! | module | what it tests | against |
 //! | --- | --- | --- |
 //! | `v2_endpoints` | every v2 endpoint but infer, as a new user's tour of the server | in-process, demo |
-//! | `v2_infer` | `/infer`: JSON, binary, mixed and raw tensors, compression, classification, parameters, the error texts of docs/protocol.md | in-process, demo |
-//! | `v2_generate` | `/generate` and `/generate_stream`: request mapping, Triton's answer objects, SSE framing, one response per request, protocol §1.6's errors | in-process (the stream collected), demo |
+//! | `v2_infer` | `/infer`: JSON, binary, mixed and raw tensors, compression, classification, parameters, the error texts of docs/protocol-v2.md | in-process, demo |
+//! | `v2_generate` | `/generate` and `/generate_stream`: request mapping, Triton's answer objects, SSE framing, one response per request, v2 §1.6's errors | in-process (the stream collected), demo |
 //! | `generate_stream` | `/generate_stream` while it streams: events arrive as produced, a disconnect cancels upstream, a slow reader holds the upstream back | binary, demo's counters; one case in-process |
 //! | `streamed_body` | binary `/infer` bodies streamed upstream as they arrive: the same answer as a whole body; a body that ends early, runs long or breaks off never completes upstream | binary, demo's counters |
 //! | `shared_memory` | bridge mode of system shared memory: register, status and unregister answered by the gateway, `/infer` through the regions, Triton's refusals; CUDA refused | in-process, demo; one case binary |
@@ -45,7 +45,7 @@
 //! | module | what it tests | against |
 //! | --- | --- | --- |
 //! | `v1_api` | the v1 HTTP API: path prefix, text and JSON formats, classification, STRING and FP16, parameters, model control, repository index, `NV-Status` errors | in-process, demo |
-//! | `v1_captures` | the v1 client's captured requests (tests/fixtures/v1/captures.txt), each answer checked against protocol v1 §3 | in-process, and byte for byte on one keep-alive connection to the binary; demo |
+//! | `v1_captures` | the v1 client's captured requests (tests/fixtures/v1/captures.txt), each answer checked against v1 §3 | in-process, and byte for byte on one keep-alive connection to the binary; demo |
 //! | `v1_grpc` | the v1 gRPC service: health, status, infer (raw, classes, batch 2), errors in `request_status`, a stream | gRPC front, demo, a generated v1 client |
 //!
 //! ## gRPC front (the passthrough)
@@ -97,7 +97,7 @@
 //! | module | what it holds | against |
 //! | --- | --- | --- |
 //! | `support` | tests/support/mod.rs: `Harness`, `Fleet`, `GatewayProcess`, and `raw` HTTP/1.1 | used by the stories |
-//! | `v1` | tests/support/v1.rs: the v1 captures and protocol v1 §3's checks | used by the v1 stories |
+//! | `v1` | tests/support/v1.rs: the v1 captures and v1 §3's checks | used by the v1 stories |
 
 #[path = "../support/mod.rs"]
 mod support;

@@ -2,7 +2,7 @@
 //! (a body in hand or streamed), the legacy v1 API over HTTP and gRPC,
 //! and the gRPC front in shared-memory bridge mode. [`infer`] takes the
 //! model and the front's [`Decoder`] and holds the order of everything
-//! between decoding and encoding (protocol §2.1, Triton's order):
+//! between decoding and encoding (v2 §2.1, Triton's order):
 //!
 //! 1. the model's signature, from the cache or the upstream (an unknown
 //!    model is the upstream's 404); a decoupled model refused where the
@@ -107,7 +107,7 @@ pub(crate) async fn infer<D: Decoder>(
         kept,
     } = decoder.decode(info.clone()).await?;
     // Bridge mode: regions read and output windows held now, as Triton
-    // reads them while it parses the request (protocol §1.7).
+    // reads them while it parses the request (v2 §1.7).
     let held = match gateway.shm_bridge() {
         Some(bridge) => bridge.take_regions(&mut request).await?,
         None => Held::default(),

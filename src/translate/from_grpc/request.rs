@@ -1,6 +1,6 @@
 //! A client's `ModelInferRequest` (the gRPC front in shared-memory bridge
 //! mode) to the protocol-neutral [`InferRequest`] the inference use case
-//! takes, read as Triton's gRPC front reads it (protocol §6.3): an input
+//! takes, read as Triton's gRPC front reads it (v2 §6.3): an input
 //! names its data in shared memory (`shared_memory_region`, `_offset`,
 //! `_byte_size` parameters), in typed `contents`, or in the next
 //! `raw_input_contents` entry — entries go to the inputs that have neither,

@@ -1,6 +1,6 @@
 //! A protocol-neutral answer to the `ModelInferResponse` the gRPC front
 //! gives its client (shared-memory bridge mode), as Triton's gRPC front
-//! writes it (protocol §6.3): one `outputs` entry per output, with its
+//! writes it (v2 §6.3): one `outputs` entry per output, with its
 //! name, datatype and shape, and one `raw_output_contents` entry each, in
 //! the same order — an empty one for an output written into shared
 //! memory; the request's id and the answer's parameters.

@@ -36,7 +36,7 @@ pub(super) async fn model_ready(
     }
 }
 
-/// Health answers: 200 or 400, empty, `text/plain` (protocol §1 rows 1–2);
+/// Health answers: 200 or 400, empty, `text/plain` (v2 §1 rows 1–2);
 /// with `http.oip_health_bodies`, `{"<key>":bool}` as JSON (OIP).
 fn health(gateway: &Gateway, key: &str, ok: bool) -> HttpResponse {
     let status = if ok { 200 } else { 400 };

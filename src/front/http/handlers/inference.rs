@@ -1,4 +1,4 @@
-//! The `inference` group's `/infer` (protocol §2): the HTTP front's part
+//! The `inference` group's `/infer` (v2 §2): the HTTP front's part
 //! of the inference use case (`app::infer`, which holds the order of the
 //! steps and the checks) — decoding the body (decompression, the
 //! binary-extension split, the JSON header; a streamed body's header
@@ -182,7 +182,7 @@ async fn decode_streamed(
     Ok((decode_whole(gateway, plan, model, req, None)?, None))
 }
 
-/// Request `Content-Encoding` (protocol §4.1): gzip/deflate inflated with
+/// Request `Content-Encoding` (v2 §4.1): gzip/deflate inflated with
 /// the decompressed-size limit; anything else is 501.
 fn decompress(gateway: &Gateway, body: Bytes, plan: &Plan) -> Result<Bytes> {
     let encoding = plan
@@ -197,7 +197,7 @@ fn decompress(gateway: &Gateway, body: Bytes, plan: &Plan) -> Result<Bytes> {
 }
 
 /// `--http-header-forward-pattern`: matching headers become string
-/// parameters named exactly as the client wrote them (protocol §4.3).
+/// parameters named exactly as the client wrote them (v2 §4.3).
 fn forward_headers(gateway: &Gateway, req: &HttpRequest, request: &mut InferRequest) {
     let Some(pattern) = &gateway.forward_pattern() else {
         return;
@@ -213,7 +213,7 @@ fn forward_headers(gateway: &Gateway, req: &HttpRequest, request: &mut InferRequ
 }
 
 /// A collected answer: Triton's JSON header and binary outputs, compressed
-/// as negotiated (protocol §3.2, §4.1).
+/// as negotiated (v2 §3.2, v2 §4.1).
 fn encoded_answer(encoded: v2_response::Encoded, encoding: compress::Encoding) -> HttpResponse {
     let mut headers = vec![("Content-Type", encoded.content_type().to_string())];
     if let Some(n) = encoded.header_length() {

@@ -40,7 +40,7 @@ pub(super) async fn control(
     Ok(response)
 }
 
-/// Triton refuses an explicit repository on load/unload (protocol §0.3
+/// Triton refuses an explicit repository on load/unload (v2 §0.3
 /// rule 8).
 fn no_repository_name(repository: &Option<String>) -> Result<()> {
     match repository {
