@@ -5,7 +5,7 @@
 
 use crate::json_str::write_str;
 
-/// Who failed, and how. The variants follow Triton's error codes (protocol §0.1)
+/// Who failed, and how. The variants follow Triton's error codes (v2 §0.1)
 /// plus what only a gateway can hit (upstream unreachable, deadline).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -58,7 +58,7 @@ pub enum Kind {
 /// A failure: its kind (the table below picks the status) and its text.
 /// Its body is always JSON and goes out as `application/json`, also where
 /// Triton sends the same JSON body as `text/plain` (errors raised before a
-/// handler read the body, protocol §0.2): clients such as KServe's read the
+/// handler read the body, v2 §0.2): clients such as KServe's read the
 /// message only from a JSON content type (docs/compatibility.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
@@ -97,7 +97,7 @@ impl Kind {
         }
     }
 
-    /// The legacy v1 API's answer (protocol §7.1): HTTP 400 for every failure
+    /// The legacy v1 API's answer (v1 §7.1): HTTP 400 for every failure
     /// (405 for a wrong method; v1 servers know no other error status) and
     /// the failure's class as the `NV-Status` code. 200 is success only.
     pub fn v1_status(self) -> (u16, crate::proto::v1::RequestStatusCode) {
@@ -134,7 +134,7 @@ impl Kind {
         (status, code)
     }
 
-    /// The inverse of protocol §0.1: an upstream gRPC code to our kind.
+    /// The inverse of v2 §0.1: an upstream gRPC code to our kind.
     pub fn from_grpc(code: tonic::Code) -> Kind {
         use tonic::Code as C;
         match code {

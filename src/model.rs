@@ -42,7 +42,7 @@ pub const ALL_DATATYPES: [DataType; 14] = [
 ];
 
 impl DataType {
-    /// Exact, case-sensitive mapping of the protocol name (protocol §2.3 item 3).
+    /// Exact, case-sensitive mapping of the protocol name (v2 §2.3 item 3).
     pub fn parse(name: &[u8]) -> Option<DataType> {
         Some(match name {
             b"BOOL" => DataType::Bool,
@@ -201,7 +201,7 @@ const CONFIG_NAMES: [&str; 14] = [
 
 /// Number of elements of `shape`, or `None` when a dim is negative or the
 /// product overflows. Like Triton, an empty shape has zero elements for JSON
-/// data (protocol §2.3, `J16`); callers that need scalar semantics say so.
+/// data (v2 §2.3, `J16`); callers that need scalar semantics say so.
 pub fn element_count(shape: &[i64]) -> Option<u64> {
     if shape.is_empty() {
         return Some(0);
@@ -275,7 +275,7 @@ pub struct InferRequest {
     pub model_version: String,
     /// Request id as the client sent it (raw bytes, echoed verbatim).
     pub id: Vec<u8>,
-    /// Parameters in document order (reserved ones already typed, §5.1).
+    /// Parameters in document order (reserved ones already typed, v2 §5.1).
     pub parameters: Vec<(String, Param)>,
     pub inputs: Vec<InputTensor>,
     /// Outputs listed by the client (duplicates collapsed).
@@ -285,7 +285,7 @@ pub struct InferRequest {
 }
 
 impl InferRequest {
-    /// The render kind of an output the upstream produced (protocol §2.4).
+    /// The render kind of an output the upstream produced (v2 §2.4).
     pub fn output_kind(&self, name: &str) -> OutputKind {
         match self.outputs.iter().find(|o| o.name == name) {
             Some(o) => o.kind,

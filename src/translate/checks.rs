@@ -1,7 +1,7 @@
 //! Model-level work the HTTP front must do itself before a request goes
 //! upstream: building raw binary requests from the model signature
-//! (protocol §2.7), refusing classification the upstream would crash on
-//! (§3.5), and validating tensor byte sizes and BYTES framing (§2.8) so no
+//! (v2 §2.7), refusing classification the upstream would crash on
+//! (v2 §3.5), and validating tensor byte sizes and BYTES framing (v2 §2.8) so no
 //! malformed tensor ever reaches the upstream. Texts, and the order in
 //! which inputs are checked, are Triton core's.
 
@@ -115,7 +115,7 @@ fn deduce_dims(dims: &[i64], bytes: usize, dtype: DataType, name: &str) -> Resul
 }
 
 /// Refuses classification on outputs whose type Triton cannot classify
-/// (BYTES crashes Triton 2.51; protocol §3.5).
+/// (BYTES crashes Triton 2.51; v2 §3.5).
 pub(crate) fn classification(request: &InferRequest, info: Option<&ModelInfo>) -> Result<()> {
     for output in request.outputs.iter().filter(|o| o.classification > 0) {
         let dtype = info

@@ -1,5 +1,5 @@
 //! The outputs a request names, enforced whatever the upstream does with
-//! them (protocol §2.4). Triton's core refuses an output the model does not
+//! them (v2 §2.4). Triton's core refuses an output the model does not
 //! have and answers only the outputs named; KServe's gRPC server ignores
 //! `outputs` and answers every output. So the front checks the names
 //! against the model's signature before the call, when it knows one, and

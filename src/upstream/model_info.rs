@@ -1,5 +1,5 @@
 //! What the gateway must know about a model that the v2 HTTP front checks
-//! before calling the upstream (protocol §2.1 step 2, §2.7, §3.5): its inputs,
+//! before calling the upstream (v2 §2.1 step 2, v2 §2.7, v2 §3.5): its inputs,
 //! outputs, batching and transaction policy. Fetched with `ModelConfig`
 //! (or `ModelMetadata` from servers without it) and cached for a short time;
 //! repository load/unload through the gateway invalidates the cache.

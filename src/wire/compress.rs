@@ -1,5 +1,5 @@
-//! HTTP body compression for `/infer`, as Triton 2.51 does it (protocol §4.1,
-//! §3.7, and the decompressed-size limit of §4.2). Pure functions, no I/O.
+//! HTTP body compression for `/infer`, as Triton 2.51 does it (v2 §4.1,
+//! v2 §3.7, and the decompressed-size limit of v2 §4.2). Pure functions, no I/O.
 //!
 //! * Request side: [`request_encoding`] classifies `Content-Encoding` and
 //!   [`inflate`] decodes the body the way Triton's `inflateInit2(15 | 32)`
@@ -258,7 +258,7 @@ fn inflate_raw(data: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(), Infla
 }
 
 /// Response side: negotiate from the `Accept-Encoding` header value the way
-/// Triton 2.51's `CompressionTypeUsed` does (protocol §4.1):
+/// Triton 2.51's `CompressionTypeUsed` does (v2 §4.1):
 ///
 /// * split on `,`; strip leading spaces (only `' '`) of each item; an item
 ///   that is empty or all spaces is skipped;
@@ -587,7 +587,7 @@ mod tests {
     fn raw_deflate_and_plain_text_inflate_to_nothing() {
         // windowBits 15|32 wants a gzip or zlib header: raw RFC 1951 data
         // fails zlib's header check, so Triton inflates 0 bytes and takes
-        // the raw-request path (protocol §4.1, `C06`). Same for plain JSON.
+        // the raw-request path (v2 §4.1, `C06`). Same for plain JSON.
         let body = raw(JSON);
         assert_ne!((u16::from(body[0]) * 256 + u16::from(body[1])) % 31, 0);
         assert_eq!(inflate(&body, 1 << 20), Ok(Vec::new()));

@@ -1,4 +1,4 @@
-//! The body codecs of `/generate` and `/generate_stream` (protocol §1.6): a
+//! The body codecs of `/generate` and `/generate_stream` (v2 §1.6): a
 //! flat JSON object whose top-level keys become input tensors (shapes
 //! derived from the model signature) or request parameters, and Triton's
 //! answer object with byte-wise sorted keys and bare scalars for
@@ -154,7 +154,7 @@ impl Mapper<'_> {
     }
 }
 
-/// Triton's two passes (protocol §1.6): fixed dims must divide the element
+/// Triton's two passes (v2 §1.6): fixed dims must divide the element
 /// count, the innermost `-1` takes what is left, other `-1` dims are 1.
 /// `None` when the count does not fit.
 pub(crate) fn derive_shape(dims: &[i64], count: u64) -> Option<Vec<i64>> {

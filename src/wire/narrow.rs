@@ -1,5 +1,5 @@
 //! A JSON number narrowed into a tensor element, as Triton narrows it
-//! (protocol §2.3): unsigned types take only non-negative integer literals,
+//! (v2 §2.3): unsigned types take only non-negative integer literals,
 //! signed types only integer literals that fit an `i64`, each truncated to
 //! the element's width (`300` as UINT8 is `44`); float types take any
 //! number, rounded to nearest. The one place these rules live: the tensor

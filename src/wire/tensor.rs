@@ -1,6 +1,6 @@
 //! Tensor element codecs shared by the v2 request decoder and response
 //! encoder: JSON leaves to little-endian bytes (with Triton's truncation
-//! rules, protocol §2.3), little-endian bytes back to JSON text (protocol §3.3),
+//! rules, v2 §2.3), little-endian bytes back to JSON text (v2 §3.3),
 //! and the BYTES element framing (4-byte little-endian length + bytes).
 
 use bytes::Bytes;
@@ -38,7 +38,7 @@ where
 
 /// Serializes JSON `data` (an array, or one scalar) of `count` elements to
 /// the raw tensor layout. BYTES takes every leaf (the count check is the
-/// core's, protocol §2.3).
+/// core's, v2 §2.3).
 pub(crate) fn encode_json_data(dtype: DataType, data: &Value, count: usize) -> Result<Bytes> {
     let Some(size) = dtype.element_size() else {
         return encode_json_bytes(data).map(Bytes::from);
@@ -170,7 +170,7 @@ pub(crate) enum Framing {
     ShortData { len: usize, available: usize },
 }
 
-/// Appends the flat JSON array text of a raw output (protocol §3.3). Returns
+/// Appends the flat JSON array text of a raw output (v2 §3.3). Returns
 /// `false` when the bytes do not hold exactly `count` elements.
 pub(crate) fn write_json_data(
     dtype: DataType,

@@ -1,4 +1,4 @@
-//! Decodes a v2 `/infer` HTTP body (JSON header + binary tail, protocol §2)
+//! Decodes a v2 `/infer` HTTP body (JSON header + binary tail, v2 §2)
 //! into a protocol-neutral [`InferRequest`]. Pure and synchronous: no I/O,
 //! no knowledge of the upstream. Every declared length is checked before
 //! anything is sliced; tensor bytes of the binary tail are sliced, never
@@ -35,7 +35,7 @@ pub enum Body {
     /// JSON header (and maybe binary tail), fully decoded.
     Json(InferRequest),
     /// `header_length == 0`: the whole body is the data of the model's only
-    /// input (protocol §2.7); the caller needs the model configuration.
+    /// input (v2 §2.7); the caller needs the model configuration.
     Raw(Bytes),
 }
 
@@ -63,7 +63,7 @@ pub fn atoi(text: &[u8]) -> i32 {
     value as i32
 }
 
-/// Splits the body at `Inference-Header-Content-Length` (protocol §2.1 steps 4–6).
+/// Splits the body at `Inference-Header-Content-Length` (v2 §2.1 steps 4–6).
 /// `ihcl` is the raw header value if present.
 pub fn split_header(body: &Bytes, ihcl: Option<&[u8]>) -> Result<Option<(Bytes, Bytes)>> {
     let content_length = body.len();
@@ -307,7 +307,7 @@ impl<'a> Decoder<'a> {
         Ok(())
     }
 
-    /// Request-level parameters, protocol §5.1, in document order.
+    /// Request-level parameters, v2 §5.1, in document order.
     fn decode_parameters(&mut self, params: &Value) -> Result<()> {
         let members = params
             .as_object()
@@ -394,7 +394,7 @@ impl<'a> Decoder<'a> {
         Ok(())
     }
 
-    /// Takes the next `size` bytes of the binary tail (protocol §2.3 item
+    /// Takes the next `size` bytes of the binary tail (v2 §2.3 item
     /// 6): a slice of it, or the promise that they follow.
     fn take_binary(&mut self, name: &str, size: u64) -> Result<InputData> {
         let available = self.tail.len().map(|len| len - self.consumed);
@@ -506,7 +506,7 @@ impl<'a> Decoder<'a> {
     }
 }
 
-/// Custom request parameter (protocol §5.1 last row).
+/// Custom request parameter (v2 §5.1 last row).
 pub(crate) fn custom_param(key: &str, value: &Value) -> Result<Param> {
     Ok(match value {
         Value::String(s) => Param::String(lossy(s)),
@@ -562,7 +562,7 @@ fn shape_of(dims: &[u64], name: &str) -> Result<Vec<i64>> {
     Ok(shape)
 }
 
-/// Shared-memory parameters (protocol §2.6); offset and size default to 0.
+/// Shared-memory parameters (v2 §2.6); offset and size default to 0.
 fn decode_shm(region: &Value, params: Option<&Value>) -> Result<SharedMemory> {
     let region = as_str(region).field("shared_memory_region")?;
     let number = |key: &str| -> Result<u64> {

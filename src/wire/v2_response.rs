@@ -1,4 +1,4 @@
-//! Encodes an [`InferResponse`] as Triton's HTTP `/infer` answer (protocol §3):
+//! Encodes an [`InferResponse`] as Triton's HTTP `/infer` answer (v2 §3):
 //! the compact JSON header in Triton's key order, then the binary outputs,
 //! which are handed over as the upstream's `Bytes` (never copied).
 
@@ -20,7 +20,7 @@ pub struct Encoded {
 
 impl Encoded {
     /// Binary framing applies when at least one binary output is non-empty
-    /// (protocol §3.2); then the answer carries `Inference-Header-Content-Length`.
+    /// (v2 §3.2); then the answer carries `Inference-Header-Content-Length`.
     pub fn is_binary(&self) -> bool {
         !self.tails.is_empty()
     }
@@ -42,7 +42,7 @@ impl Encoded {
     }
 }
 
-/// Renders `response`; `request` decides each output's kind (protocol §2.4).
+/// Renders `response`; `request` decides each output's kind (v2 §2.4).
 pub fn encode(response: &InferResponse, request: &InferRequest) -> Result<Encoded> {
     let mut tails = Vec::new();
     let header = write_answer(response, request, |_, output| {
@@ -66,7 +66,7 @@ pub fn binary_header(
 }
 
 /// Whether a binary answer of outputs of these sizes uses binary framing
-/// (protocol §3.2): at least one of them is non-empty.
+/// (v2 §3.2): at least one of them is non-empty.
 pub fn is_binary(sizes: &[u64]) -> bool {
     sizes.iter().any(|n| *n > 0)
 }
@@ -149,7 +149,7 @@ fn write_output_data(out: &mut Vec<u8>, output: &crate::model::OutputTensor) -> 
     }
 }
 
-/// Response parameters: bool, integer, string or double (protocol §3.6).
+/// Response parameters: bool, integer, string or double (v2 §3.6).
 pub fn write_parameters(out: &mut Vec<u8>, params: &[(String, Param)]) {
     write_object(out, params, |out, (key, value)| {
         write_str(out, key.as_bytes());

@@ -4,7 +4,7 @@ and to the gateway (see test_differential.py).
 
 Each request step carries what Triton 2.51 was observed to answer (status,
 Content-Type, IHCL, error text or exact body), taken from
-docs/protocol.md; the probe ids of that sheet (J01, B11,
+docs/protocol-v2.md; the probe ids of that sheet (J01, B11,
 ...) are given in ``facts``.  The gateway must answer byte-identically unless the
 step has an ``expect_diff``: a dict of what the gateway answers instead (e.g.
 ``{"status": 400}``: Triton says 500, the gateway says 400 with the same body).
@@ -81,7 +81,7 @@ def js(obj):
 
 
 def rj_escape(text):
-    """rapidjson's string escaping (facts 3.4) of a str or bytes value."""
+    """rapidjson's string escaping (v2 §3.4) of a str or bytes value."""
     raw = text.encode("utf-8") if isinstance(text, str) else text
     out = bytearray()
     names = {0x22: b'\\"', 0x5C: b"\\\\", 0x08: b"\\b", 0x09: b"\\t", 0x0A: b"\\n",
@@ -343,14 +343,14 @@ def both(*fns):
 
 
 # --------------------------------------------------------------------------
-# §1 endpoints, §0.3 routing
+# v2 §1 endpoints, v2 §0.3 routing
 
 case("health-live", Req("GET", "/v2/health/live", status=200, ct="text/plain", body_exact=b""),
-     facts="§1 row 1")
+     facts="v2 §1 row 1")
 case("health-ready", Req("GET", "/v2/health/ready", status=200, ct="text/plain", body_exact=b""),
-     facts="§1 row 2")
+     facts="v2 §1 row 2")
 case("health-live-query", Req("GET", "/v2/health/live?verbose=1", status=200, ct="text/plain",
-                              body_exact=b""), facts="§0.3 query string ignored")
+                              body_exact=b""), facts="v2 §0.3 query string ignored")
 
 
 def _server_metadata(r):
@@ -362,40 +362,40 @@ def _server_metadata(r):
 # Transparent (issue 13 #1): the gateway answers Triton's name, version and
 # extensions byte for byte (NVIDIA's examples check name == "triton").
 case("server-metadata", Req("GET", "/v2", status=200, ct="application/json", check=_server_metadata),
-     facts="§1 row 3")
-case("server-metadata-405", ERR("DELETE", "/v2", 405, "Method Not Allowed"), facts="§0.3")
+     facts="v2 §1 row 3")
+case("server-metadata-405", ERR("DELETE", "/v2", 405, "Method Not Allowed"), facts="v2 §0.3")
 
 ADD_SUB_META = (b'{"name":"add_sub","versions":["1"],"platform":"python","inputs":['
                 b'{"name":"INPUT0","datatype":"FP32","shape":[-1]},{"name":"INPUT1","datatype":"FP32","shape":[-1]}],'
                 b'"outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[-1]},{"name":"OUTPUT1","datatype":"FP32","shape":[-1]}]}')
 case("model-metadata", Req("GET", "/v2/models/add_sub", status=200, ct="application/json",
-                           body_exact=ADD_SUB_META), facts="§1 row 4")
+                           body_exact=ADD_SUB_META), facts="v2 §1 row 4")
 case("model-metadata-version", Req("GET", "/v2/models/add_sub/versions/1", status=200,
-                                   ct="application/json", body_exact=ADD_SUB_META), facts="§1 row 4")
+                                   ct="application/json", body_exact=ADD_SUB_META), facts="v2 §1 row 4")
 case("model-metadata-version-01", Req("GET", "/v2/models/add_sub/versions/01", status=200,
                                       ct="application/json", body_exact=ADD_SUB_META), facts="Q05")
 case("model-metadata-batching", Req(
     "GET", "/v2/models/identity_fp32", status=200, ct="application/json",
     body_exact=b'{"name":"identity_fp32","versions":["1"],"platform":"python","inputs":[{"name":"INPUT0",'
                b'"datatype":"FP32","shape":[-1,-1]}],"outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[-1,-1]}]}'),
-    facts="§1 row 4 (batch dim included)")
+    facts="v2 §1 row 4 (batch dim included)")
 case("model-metadata-bytes", Req(
     "GET", "/v2/models/string_single", status=200, ct="application/json",
     body_exact=b'{"name":"string_single","versions":["1"],"platform":"python","inputs":[{"name":"INPUT0",'
                b'"datatype":"BYTES","shape":[1]}],"outputs":[{"name":"OUTPUT0","datatype":"BYTES","shape":[1]}]}'),
-    facts="§1 row 4")
+    facts="v2 §1 row 4")
 case("model-metadata-bf16", Req(
     "GET", "/v2/models/identity_bf16", status=200, ct="application/json",
     body_exact=b'{"name":"identity_bf16","versions":["1"],"platform":"python","inputs":[{"name":"INPUT0",'
                b'"datatype":"BF16","shape":[-1,-1]}],"outputs":[{"name":"OUTPUT0","datatype":"BF16","shape":[-1,-1]}]}'),
-    facts="§1 row 4")
+    facts="v2 §1 row 4")
 case("model-metadata-sequence", Req(
     "GET", "/v2/models/sequence_accumulate", status=200, ct="application/json",
     body_exact=b'{"name":"sequence_accumulate","versions":["1"],"platform":"python","inputs":[{"name":"INPUT0",'
                b'"datatype":"INT32","shape":[-1,1]}],"outputs":[{"name":"OUTPUT0","datatype":"INT32","shape":[-1,1]}]}'),
-    facts="§1 row 4 (control inputs not listed)")
+    facts="v2 §1 row 4 (control inputs not listed)")
 case("model-metadata-decoupled", Req("GET", "/v2/models/repeat_decoupled", status=200,
-                                     ct="application/json"), facts="§1 row 4")
+                                     ct="application/json"), facts="v2 §1 row 4")
 case("model-metadata-unknown", ERR("GET", "/v2/models/nope", 404,
                                    "Request for unknown model: 'nope' is not found"), facts="E06")
 case("model-metadata-unknown-version", ERR(
@@ -408,27 +408,27 @@ case("model-metadata-percent-encoded", ERR(
     "GET", "/v2/models/add%5Fsub", 404, "Request for unknown model: 'add%5Fsub' is not found"),
     facts="Q01")
 case("model-metadata-405", ERR("POST", "/v2/models/add_sub", 405, "Method Not Allowed"),
-     facts="§0.3")
+     facts="v2 §0.3")
 case("model-metadata-unloaded", ERR(
     "GET", "/v2/models/identity_fp64", 404,
     "Request for unknown model: 'identity_fp64' has no available versions"),
     facts="X08", setup=unload("identity_fp64"), teardown=load("identity_fp64"))
 
 case("model-ready", Req("GET", "/v2/models/add_sub/ready", status=200, ct="text/plain",
-                        body_exact=b""), facts="§1 row 5")
+                        body_exact=b""), facts="v2 §1 row 5")
 case("model-ready-version", Req("GET", "/v2/models/add_sub/versions/1/ready", status=200,
-                                ct="text/plain", body_exact=b""), facts="§1 row 5")
+                                ct="text/plain", body_exact=b""), facts="v2 §1 row 5")
 case("model-ready-unknown", ERR("GET", "/v2/models/nope/ready", 400, "Model version not ready",
-                                ct="text/plain"), facts="§1 row 5")
+                                ct="text/plain"), facts="v2 §1 row 5")
 case("model-ready-unknown-version", ERR("GET", "/v2/models/add_sub/versions/9/ready", 400,
-                                        "Model version not ready", ct="text/plain"), facts="§1 row 5")
+                                        "Model version not ready", ct="text/plain"), facts="v2 §1 row 5")
 case("model-ready-version-0", ERR("GET", "/v2/models/add_sub/versions/0/ready", 400,
                                   "Model version not ready", ct="text/plain"), facts="E44")
 case("model-ready-unloaded", ERR("GET", "/v2/models/identity_fp64/ready", 400,
                                  "Model version not ready", ct="text/plain"),
-     facts="§1 row 5", setup=unload("identity_fp64"), teardown=load("identity_fp64"))
+     facts="v2 §1 row 5", setup=unload("identity_fp64"), teardown=load("identity_fp64"))
 case("model-ready-405", ERR("POST", "/v2/models/add_sub/ready", 405, "Method Not Allowed",
-                            ct="text/plain"), facts="§0.2")
+                            ct="text/plain"), facts="v2 §0.2")
 
 
 def _config_add_sub(r):
@@ -448,11 +448,11 @@ case("model-config-version", Req("GET", "/v2/models/add_sub/versions/1/config", 
 for _m in ("add_sub_label", "identity_bytes", "identity_bf16", "sequence_accumulate",
            "repeat_decoupled", "string_single"):
     case("model-config-" + _m, Req("GET", "/v2/models/%s/config" % _m, status=200,
-                                   ct="application/json"), facts="§1.2")
+                                   ct="application/json"), facts="v2 §1.2")
 case("model-config-unknown", ERR("GET", "/v2/models/nope/config", 404,
-                                 "Request for unknown model: 'nope' is not found"), facts="§1.1")
+                                 "Request for unknown model: 'nope' is not found"), facts="v2 §1.1")
 case("model-config-405", ERR("POST", "/v2/models/add_sub/config", 405, "Method Not Allowed"),
-     facts="§0.2")
+     facts="v2 §0.2")
 
 
 def _stats_shape(r):
@@ -472,7 +472,7 @@ case("stats-model-version", Req("GET", "/v2/models/add_sub/versions/1/stats", st
      facts="E14")
 case("stats-unknown", ERR("GET", "/v2/models/nope/stats", 400,
                           "requested model 'nope' is not available"), facts="E15")
-case("stats-405", ERR("POST", "/v2/models/stats", 405, "Method Not Allowed"), facts="§0.2")
+case("stats-405", ERR("POST", "/v2/models/stats", 405, "Method Not Allowed"), facts="v2 §0.2")
 
 
 def _index(r):
@@ -487,16 +487,16 @@ def _index_unloaded(r):
 
 
 case("repository-index", POST("/v2/repository/index", status=200, ct="application/json",
-                              check=_index), facts="§1.4")
+                              check=_index), facts="v2 §1.4")
 case("repository-index-ready", POST("/v2/repository/index", {"ready": True}, status=200,
                                     ct="application/json", check=_index), facts="X19")
 case("repository-index-not-ready", POST("/v2/repository/index", {"ready": False}, status=200,
-                                        ct="application/json", check=_index), facts="§1.4")
+                                        ct="application/json", check=_index), facts="v2 §1.4")
 case("repository-index-named-repo", POST("/v2/repository/somerepo/index", status=200,
-                                         ct="application/json", check=_index), facts="§0.3 rule 8")
+                                         ct="application/json", check=_index), facts="v2 §0.3 rule 8")
 case("repository-index-with-unloaded", POST("/v2/repository/index", status=200,
                                             ct="application/json", check=_index_unloaded),
-     facts="§1.4", setup=unload("identity_fp64"), teardown=load("identity_fp64"))
+     facts="v2 §1.4", setup=unload("identity_fp64"), teardown=load("identity_fp64"))
 case("repository-index-ready-unloaded-filtered", POST(
     "/v2/repository/index", {"ready": True}, status=200, ct="application/json",
     check=lambda r: b'"identity_fp64"' not in r.body), facts="X19",
@@ -505,15 +505,15 @@ case("repository-index-ready-nonbool", ERR("POST", "/v2/repository/index", 500,
                                            "attempt to access JSON non-boolean as boolean",
                                            body={"ready": 1}, gateway_status=400), facts="K45")
 case("repository-index-405", ERR("GET", "/v2/repository/index", 405, "Method Not Allowed"),
-     facts="§0.2")
+     facts="v2 §0.2")
 case("repository-unload", POST("/v2/repository/models/identity_fp64/unload", status=200,
                                ct="application/json", body_exact=b""),
-     facts="§1 row 10", teardown=load("identity_fp64"))
+     facts="v2 §1 row 10", teardown=load("identity_fp64"))
 case("repository-load-loaded", POST("/v2/repository/models/identity_fp64/load", status=200,
-                                    ct="application/json", body_exact=b""), facts="§1 row 9")
+                                    ct="application/json", body_exact=b""), facts="v2 §1 row 9")
 case("repository-load-unloaded", POST("/v2/repository/models/identity_fp64/load", status=200,
                                       ct="application/json", body_exact=b""),
-     facts="§1 row 9", setup=unload("identity_fp64"))
+     facts="v2 §1 row 9", setup=unload("identity_fp64"))
 case("repository-load-unknown", ERR("POST", "/v2/repository/models/nope/load", 500,
                                     "failed to load 'nope', failed to poll from model repository"),
      facts="X12")
@@ -526,123 +526,123 @@ case("repository-unload-named-repo", ERR("POST", "/v2/repository/somerepo/models
                                          501, "'repository_name' specification is not supported"),
      facts="E21")
 case("repository-load-405", ERR("GET", "/v2/repository/models/add_sub/load", 405,
-                                "Method Not Allowed"), facts="§0.2")
+                                "Method Not Allowed"), facts="v2 §0.2")
 case("repository-load-other-keys-ignored", POST("/v2/repository/models/identity_fp64/load", {"other": 1},
                                                  status=200, ct="application/json", body_exact=b""),
-     facts="§1.4")
+     facts="v2 §1.4")
 case("repository-load-config-non-string", ERR("POST", "/v2/repository/models/identity_fp64/load", 500,
                                               "attempt to access JSON non-string as string",
                                               body={"parameters": {"config": 5}}, gateway_status=400),
-     facts="§1.4")
+     facts="v2 §1.4")
 case("repository-load-parameters-non-object", ERR("POST", "/v2/repository/models/identity_fp64/load", 500,
                                                   "attempt to get members for non-object",
-                                                  body={"parameters": []}, gateway_status=400), facts="§1.4")
+                                                  body={"parameters": []}, gateway_status=400), facts="v2 §1.4")
 case("repository-load-malformed-json", ERR("POST", "/v2/repository/models/identity_fp64/load", 500,
                                            "failed to parse the request JSON buffer: Missing a name for object member. at 1",
-                                           body=b"{", gateway_status=400), facts="§1.4")
+                                           body=b"{", gateway_status=400), facts="v2 §1.4")
 case("repository-load-bad-config", ERR("POST", "/v2/repository/models/identity_fp64/load", 500,
                                        "failed to load 'identity_fp64', failed to poll from model repository",
                                        body={"parameters": {"config": "{bad"}}),
-     facts="§1.4", teardown=load("identity_fp64"))
+     facts="v2 §1.4", teardown=load("identity_fp64"))
 case("repository-unload-dependents", POST("/v2/repository/models/identity_fp64/unload",
                                           {"parameters": {"unload_dependents": True}}, status=200,
                                           ct="application/json", body_exact=b""),
-     facts="§1.4", teardown=load("identity_fp64"))
+     facts="v2 §1.4", teardown=load("identity_fp64"))
 case("repository-unload-dependents-nonbool", POST("/v2/repository/models/identity_fp64/unload",
                                                   {"parameters": {"unload_dependents": "x"}}, status=200,
                                                   ct="application/json", body_exact=b""),
      facts="X15", teardown=load("identity_fp64"))
 case("repository-index-malformed-json", ERR("POST", "/v2/repository/index", 500,
                                             "failed to parse the request JSON buffer: Missing a name for object member. at 1",
-                                            body=b"{", gateway_status=400), facts="§1.4")
+                                            body=b"{", gateway_status=400), facts="v2 §1.4")
 case("repository-index-array-body", POST("/v2/repository/index", b"[]", status=200, ct="application/json",
-                                         check=_index), facts="§1.4 (observed)")
+                                         check=_index), facts="v2 §1.4 (observed)")
 case("repository-unload-then-infer", ERR(
     "POST", "/v2/models/identity_fp64/infer", 404,
     "Request for unknown model: 'identity_fp64' has no available versions", ct="text/plain",
     body={"inputs": [inp("INPUT0", "FP64", [1, 1], [1.0])]}),
     facts="X09", setup=unload("identity_fp64"), teardown=load("identity_fp64"))
 
-# System shared memory (§1 rows 11-13, §1.1)
+# System shared memory (v2 §1 rows 11-13, v2 §1.1)
 SHM_STATUS_ONE = js([{"name": SHM_REGION, "key": SHM_KEY, "offset": 0, "byte_size": SHM_SIZE}])
 case("shm-status", GET("/v2/systemsharedmemory/status", status=200, ct="application/json",
-                       body_exact=b"[]"), facts="§1 row 11")
+                       body_exact=b"[]"), facts="v2 §1 row 11")
 case("shm-status-registered", GET("/v2/systemsharedmemory/status", status=200,
                                   ct="application/json", body_exact=SHM_STATUS_ONE),
-     facts="§1 row 11", setup=shm_register, teardown=shm_unregister)
+     facts="v2 §1 row 11", setup=shm_register, teardown=shm_unregister)
 case("shm-status-region", GET("/v2/systemsharedmemory/region/%s/status" % SHM_REGION, status=200,
                               ct="application/json", body_exact=SHM_STATUS_ONE),
-     facts="§1 row 11", setup=shm_register, teardown=shm_unregister)
+     facts="v2 §1 row 11", setup=shm_register, teardown=shm_unregister)
 case("shm-status-unknown", ERR("GET", "/v2/systemsharedmemory/region/nope/status", 404,
-                               "Unable to find system shared memory region: 'nope'"), facts="§1.1")
+                               "Unable to find system shared memory region: 'nope'"), facts="v2 §1.1")
 case("shm-register", POST("/v2/systemsharedmemory/region/%s/register" % SHM_REGION,
                           {"key": SHM_KEY, "offset": 0, "byte_size": SHM_SIZE}, status=200,
                           ct="application/json", body_exact=b""),
-     facts="§1 row 12", teardown=shm_unregister)
+     facts="v2 §1 row 12", teardown=shm_unregister)
 case("shm-register-twice", ERR("POST", "/v2/systemsharedmemory/region/%s/register" % SHM_REGION,
                                400, "shared memory region '%s' already in manager" % SHM_REGION,
                                body={"key": SHM_KEY, "offset": 0, "byte_size": SHM_SIZE}),
-     facts="§1.1", setup=shm_register, teardown=shm_unregister)
+     facts="v2 §1.1", setup=shm_register, teardown=shm_unregister)
 case("shm-register-bad-key", ERR("POST", "/v2/systemsharedmemory/region/r1/register", 500,
                                  "Unable to open shared memory region: '/tg_e2e_missing'",
                                  body={"key": "/tg_e2e_missing", "offset": 0, "byte_size": 8}),
-     facts="§1.1")
+     facts="v2 §1.1")
 case("shm-register-no-region", ERR("POST", "/v2/systemsharedmemory/register", 400,
                                    "'region name' is necessary to register system shared memory region",
-                                   body={"key": SHM_KEY, "offset": 0, "byte_size": 8}), facts="§1.1")
+                                   body={"key": SHM_KEY, "offset": 0, "byte_size": 8}), facts="v2 §1.1")
 case("shm-register-no-key", ERR("POST", "/v2/systemsharedmemory/region/r1/register", 400,
                                 "Shared memory register request has no 'key' field",
-                                body={"offset": 0, "byte_size": 8}), facts="§1.1")
+                                body={"offset": 0, "byte_size": 8}), facts="v2 §1.1")
 case("shm-register-no-byte-size", ERR("POST", "/v2/systemsharedmemory/region/r1/register", 400,
                                       "Shared memory register request has no 'byte_size' field",
-                                      body={"key": SHM_KEY, "offset": 0}), facts="§1.1")
+                                      body={"key": SHM_KEY, "offset": 0}), facts="v2 §1.1")
 # Observed on 2.51 (this machine): a region outside the object is a 400 "invalid args"
-# (docs/protocol.md recorded 500 "Invalid shared memory region: '<key>'").
+# (docs/protocol-v2.md recorded 500 "Invalid shared memory region: '<key>'").
 case("shm-register-offset-beyond", ERR("POST", "/v2/systemsharedmemory/region/r1/register", 400,
                                        "failed to register shared memory region 'r1': invalid args",
                                        body={"key": SHM_KEY, "offset": 4096, "byte_size": 8}),
-     facts="§1.1 (observed 400, not 500)")
+     facts="v2 §1.1 (observed 400, not 500)")
 case("shm-register-size-beyond", ERR("POST", "/v2/systemsharedmemory/region/r1/register", 400,
                                      "failed to register shared memory region 'r1': invalid args",
                                      body={"key": SHM_KEY, "offset": 0, "byte_size": SHM_SIZE + 1}),
-     facts="§1.1 (observed)")
+     facts="v2 §1.1 (observed)")
 case("shm-register-unaligned-offset", ERR(
     "POST", "/v2/systemsharedmemory/region/r1/register", 400,
     "failed to register shared memory region 'r1': unable to process address spaceInvalid argument",
-    body={"key": SHM_KEY, "offset": 8, "byte_size": 8}), facts="§1.1 (observed)")
+    body={"key": SHM_KEY, "offset": 8, "byte_size": 8}), facts="v2 §1.1 (observed)")
 case("shm-register-zero-size", ERR(
     "POST", "/v2/systemsharedmemory/region/r1/register", 400,
     "failed to register shared memory region 'r1': unable to process address spaceInvalid argument",
-    body={"key": SHM_KEY, "offset": 0, "byte_size": 0}), facts="§1.1 (observed)")
+    body={"key": SHM_KEY, "offset": 0, "byte_size": 0}), facts="v2 §1.1 (observed)")
 case("shm-register-no-offset", POST("/v2/systemsharedmemory/region/%s/register" % SHM_REGION,
                                     {"key": SHM_KEY, "byte_size": SHM_SIZE}, status=200,
                                     ct="application/json", body_exact=b""),
-     facts="§1 row 12 (offset optional)", teardown=shm_unregister)
+     facts="v2 §1 row 12 (offset optional)", teardown=shm_unregister)
 case("shm-register-offset-negative", ERR("POST", "/v2/systemsharedmemory/region/r1/register", 500,
                                          "attempt to access JSON non-unsigned-integer as unsigned-integer",
                                          body={"key": SHM_KEY, "offset": -1, "byte_size": 8},
-                                         gateway_status=400), facts="§1.1")
+                                         gateway_status=400), facts="v2 §1.1")
 case("shm-register-empty-body", ERR("POST", "/v2/systemsharedmemory/region/r1/register", 500,
                                     "failed to parse the request JSON buffer: The document is empty. at 0",
-                                    gateway_status=400), facts="§1.1")
+                                    gateway_status=400), facts="v2 §1.1")
 case("shm-unregister", POST("/v2/systemsharedmemory/region/%s/unregister" % SHM_REGION,
                             status=200, ct="application/json", body_exact=b""),
-     facts="§1 row 13", setup=shm_register)
+     facts="v2 §1 row 13", setup=shm_register)
 case("shm-unregister-unknown", POST("/v2/systemsharedmemory/region/nope/unregister", status=200,
                                     ct="application/json", body_exact=b""), facts="E28")
 case("shm-unregister-all", POST("/v2/systemsharedmemory/unregister", status=200,
                                 ct="application/json", body_exact=b""),
-     facts="§1 row 13", setup=shm_register)
+     facts="v2 §1 row 13", setup=shm_register)
 case("shm-status-405", ERR("POST", "/v2/systemsharedmemory/status", 405, "Method Not Allowed"),
-     facts="§0.2")
+     facts="v2 §0.2")
 case("shm-register-405", ERR("GET", "/v2/systemsharedmemory/region/r1/register", 405,
-                             "Method Not Allowed"), facts="§0.2")
+                             "Method Not Allowed"), facts="v2 §0.2")
 
-# CUDA shared memory (§1 rows 14-16)
+# CUDA shared memory (v2 §1 rows 14-16)
 case("cudashm-status", GET("/v2/cudasharedmemory/status", status=200, ct="application/json",
-                           body_exact=b"[]"), facts="§1 row 14")
+                           body_exact=b"[]"), facts="v2 §1 row 14")
 case("cudashm-status-unknown", ERR("GET", "/v2/cudasharedmemory/region/nope/status", 404,
-                                   "Unable to find cuda shared memory region: 'nope'"), facts="§1.1")
+                                   "Unable to find cuda shared memory region: 'nope'"), facts="v2 §1.1")
 case("cudashm-register-bad-handle", ERR(
     "POST", "/v2/cudasharedmemory/region/r1/register", 400,
     "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t",
@@ -651,25 +651,25 @@ case("cudashm-register-no-gpu", ERR(
     "POST", "/v2/cudasharedmemory/region/r1/register", 400,
     "failed to register shared memory region: invalid args",
     body={"raw_handle": {"b64": base64.b64encode(b"\0" * 64).decode()}, "device_id": 0,
-          "byte_size": 8}), facts="§1.1 (GPU build, no GPU)")
+          "byte_size": 8}), facts="v2 §1.1 (GPU build, no GPU)")
 case("cudashm-unregister", POST("/v2/cudasharedmemory/region/nope/unregister", status=200,
-                                ct="application/json", body_exact=b""), facts="§1 row 16")
+                                ct="application/json", body_exact=b""), facts="v2 §1 row 16")
 case("cudashm-unregister-all", POST("/v2/cudasharedmemory/unregister", status=200,
-                                    ct="application/json", body_exact=b""), facts="§1 row 16")
+                                    ct="application/json", body_exact=b""), facts="v2 §1 row 16")
 
-# Trace (§1 row 17, §1.5)
+# Trace (v2 §1 row 17, v2 §1.5)
 TRACE_DEFAULT = (b'{"trace_level":["OFF"],"trace_rate":"1000","trace_count":"-1","log_frequency":"0",'
                  b'"trace_file":"","trace_mode":"triton"}')
 case("trace-get", GET("/v2/trace/setting", status=200, ct="application/json",
-                      body_exact=TRACE_DEFAULT), facts="§1.5")
+                      body_exact=TRACE_DEFAULT), facts="v2 §1.5")
 case("trace-get-model", GET("/v2/models/add_sub/trace/setting", status=200, ct="application/json",
-                            body_exact=TRACE_DEFAULT), facts="§1.5")
+                            body_exact=TRACE_DEFAULT), facts="v2 §1.5")
 case("trace-get-model-unknown", ERR("GET", "/v2/models/nope/trace/setting", 400,
                                     "Request for unknown model : nope"), facts="E45")
 case("trace-get-model-version", ERR("GET", "/v2/models/add_sub/versions/1/trace/setting", 404,
                                     "Not Found", ct="text/plain"), facts="E32")
 case("trace-post-same", POST("/v2/trace/setting", {"trace_rate": "1000"}, status=200,
-                             ct="application/json", body_exact=TRACE_DEFAULT), facts="§1.5")
+                             ct="application/json", body_exact=TRACE_DEFAULT), facts="v2 §1.5")
 case("trace-post-bad-rate", ERR("POST", "/v2/trace/setting", 400,
                                 "Unable to parse 'trace_rate', got: abc",
                                 body={"trace_rate": "abc"}), facts="K50")
@@ -678,28 +678,28 @@ case("trace-post-number", ERR("POST", "/v2/trace/setting", 500,
                               body={"trace_rate": 5}, gateway_status=400), facts="K51")
 case("trace-post-file", ERR("POST", "/v2/trace/setting", 501,
                             "trace file location can not be updated through network protocol",
-                            body={"trace_file": "x"}), facts="§1.5")
-case("trace-405", ERR("DELETE", "/v2/trace/setting", 405, "Method Not Allowed"), facts="§0.2")
+                            body={"trace_file": "x"}), facts="v2 §1.5")
+case("trace-405", ERR("DELETE", "/v2/trace/setting", 405, "Method Not Allowed"), facts="v2 §0.2")
 
-# Logging (§1 row 18)
+# Logging (v2 §1 row 18)
 LOG_DEFAULT = (b'{"log_file":"","log_info":true,"log_warning":true,"log_error":true,'
                b'"log_verbose_level":0,"log_format":"default"}')
 case("logging-get", GET("/v2/logging", status=200, ct="application/json", body_exact=LOG_DEFAULT),
-     facts="§1 row 18")
+     facts="v2 §1 row 18")
 case("logging-post-empty-object", POST("/v2/logging", {}, status=200, ct="application/json",
-                                       body_exact=LOG_DEFAULT), facts="§1 row 18")
+                                       body_exact=LOG_DEFAULT), facts="v2 §1 row 18")
 case("logging-post-same", POST("/v2/logging", {"log_verbose_level": 0}, status=200,
-                               ct="application/json", body_exact=LOG_DEFAULT), facts="§1 row 18")
+                               ct="application/json", body_exact=LOG_DEFAULT), facts="v2 §1 row 18")
 case("logging-post-empty-body", ERR("POST", "/v2/logging", 500,
                                     "failed to parse the request JSON buffer: The document is empty. at 0",
-                                    gateway_status=400), facts="§1 row 18")
+                                    gateway_status=400), facts="v2 §1 row 18")
 case("logging-post-bad-type", ERR("POST", "/v2/logging", 500,
                                   "attempt to access JSON non-unsigned-integer as unsigned-integer",
                                   body={"log_verbose_level": "x"}, gateway_status=400),
-     facts="§1 row 18")
-case("logging-405", ERR("PUT", "/v2/logging", 405, "Method Not Allowed"), facts="§0.2")
+     facts="v2 §1 row 18")
+case("logging-405", ERR("PUT", "/v2/logging", 405, "Method Not Allowed"), facts="v2 §0.2")
 
-# Routing (§0.3)
+# Routing (v2 §0.3)
 case("route-unknown", ERR("GET", "/v2/nope", 404, "Not Found", ct="text/plain"), facts="E35")
 case("route-root", ERR("GET", "/", 404, "Not Found", ct="text/plain"), facts="E35")
 case("route-trailing-slash", ERR("GET", "/v2/health/live/", 404, "Not Found", ct="text/plain"),
@@ -709,16 +709,16 @@ case("route-double-slash", ERR("GET", "/v2//models/add_sub", 404, "Not Found", c
 case("route-version-non-numeric", ERR("GET", "/v2/models/add_sub/versions/x", 404, "Not Found",
                                       ct="text/plain"), facts="E38")
 case("route-health-405-post", ERR("POST", "/v2/health/live", 405, "Method Not Allowed",
-                                  ct="text/plain"), facts="§0.2")
+                                  ct="text/plain"), facts="v2 §0.2")
 case("route-health-405-head", Req("HEAD", "/v2/health/ready", status=405, ct="text/plain"),
      facts="K06")
 case("route-options-405", ERR("OPTIONS", "/v2", 405, "Method Not Allowed"), facts="K07")
 case("route-infer-405", ERR("GET", "/v2/models/add_sub/infer", 405, "Method Not Allowed",
-                            ct="text/plain"), facts="§0.2")
+                            ct="text/plain"), facts="v2 §0.2")
 
 
 # --------------------------------------------------------------------------
-# Infer, JSON data (§2.2-§2.3, §3.1, §3.3)
+# Infer, JSON data (v2 §2.2-§2.3, v2 §3.1, v2 §3.3)
 
 A = inp("INPUT0", "FP32", [2], [1, 2])
 B = inp("INPUT1", "FP32", [2], [3, 4])
@@ -729,14 +729,14 @@ case("infer-add-sub", OK_JSON(INFER("add_sub", req_json([A, B], id="abc")),
 case("infer-add-sub-no-id", OK_JSON(INFER("add_sub", req_json([A, B])), resp("add_sub", *ADD_SUB_OUT)),
      facts="J01")
 case("infer-add-sub-version", OK_JSON(INFER("add_sub", req_json([A, B]), version="1"),
-                                      resp("add_sub", *ADD_SUB_OUT)), facts="§1 row 19")
+                                      resp("add_sub", *ADD_SUB_OUT)), facts="v2 §1 row 19")
 case("infer-empty-id", OK_JSON(INFER("add_sub", req_json([A, B], id="")),
                                resp("add_sub", *ADD_SUB_OUT)), facts="J55")
 case("infer-id-escaping", OK_JSON(INFER("add_sub", req_json([A, B], id="é\n\"x")),
                                   resp("add_sub", *ADD_SUB_OUT, id="é\n\"x")), facts="K40")
 case("infer-id-control-chars", OK_JSON(INFER("add_sub", req_json([A, B], id="a\x01\x1f\x7f/\\b\t\r\f\b")),
                                        resp("add_sub", *ADD_SUB_OUT, id="a\x01\x1f\x7f/\\b\t\r\f\b")),
-     facts="§3.4")
+     facts="v2 §3.4")
 case("infer-id-invalid-utf8", OK_JSON(
     INFER("add_sub", b'{"id":"\xff\xfe","inputs":' + js([A, B]) + b"}"),
     resp("add_sub", *ADD_SUB_OUT, id=b"\xff\xfe")), facts="K05, Q11")
@@ -756,7 +756,7 @@ case("infer-nested-data", OK_JSON(
          o_json("OUTPUT1", "FP32", [4], "0.0,1.0,2.0,3.0"))), facts="J02, J59")
 case("infer-shape-2d-flat-output", OK_JSON(
     INFER("identity_int32", req_json([inp("INPUT0", "INT32", [2, 3], [[1, 2, 3], [4, 5, 6]])])),
-    resp("identity_int32", o_json("OUTPUT0", "INT32", [2, 3], "1,2,3,4,5,6"))), facts="§3.3")
+    resp("identity_int32", o_json("OUTPUT0", "INT32", [2, 3], "1,2,3,4,5,6"))), facts="v2 §3.3")
 case("infer-trailing-whitespace", OK_JSON(INFER("add_sub", js(req_json([A, B])) + b" \n\t "),
                                           resp("add_sub", *ADD_SUB_OUT)), facts="Q13")
 case("infer-trailing-nul", OK_JSON(INFER("add_sub", js(req_json([A, B])) + b"\0garbage"),
@@ -768,7 +768,7 @@ case("infer-chunked-upload", OK_JSON(
 case("infer-outputs-empty-list", OK_JSON(INFER("add_sub", req_json([A, B], outputs=[])),
                                          resp("add_sub", *ADD_SUB_OUT)), facts="K12")
 case("infer-output-subset", OK_JSON(INFER("add_sub", req_json([A, B], outputs=[outp("OUTPUT1")])),
-                                    resp("add_sub", ADD_SUB_OUT[1])), facts="§2.4")
+                                    resp("add_sub", ADD_SUB_OUT[1])), facts="v2 §2.4")
 case("infer-output-order", OK_JSON(
     INFER("add_sub", req_json([A, B], outputs=[outp("OUTPUT1"), outp("OUTPUT0")])),
     resp("add_sub", *ADD_SUB_OUT)), facts="J25")
@@ -779,7 +779,7 @@ case("infer-output-duplicates", OK_JSON(
     resp("add_sub", ADD_SUB_OUT[0])), facts="K11")
 case("infer-output-extra-keys", OK_JSON(
     INFER("add_sub", req_json([A, B], outputs=[{"name": "OUTPUT0", "foo": 1, "parameters": {"bar": 2}}])),
-    resp("add_sub", ADD_SUB_OUT[0])), facts="§2.4")
+    resp("add_sub", ADD_SUB_OUT[0])), facts="v2 §2.4")
 case("infer-input-extra-keys", OK_JSON(
     INFER("add_sub", req_json([dict(A, foo=[1], parameters={"x": 1}), B])),
     resp("add_sub", *ADD_SUB_OUT)), facts="K30")
@@ -820,23 +820,23 @@ case("infer-json-fp32-int-literals", OK_JSON(
     INFER("identity_fp32", b'{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,3],'
                            b'"data":[1,-7,18446744073709551615]}]}'),
     resp("identity_fp32", o_json("OUTPUT0", "FP32", [1, 3], "1.0,-7.0,18446744073709553000.0"))),
-    facts="§2.3 (any number); §3.3 Grisu2 is not shortest here: 2^64 -> ...553000.0, Ryu gives ...552000.0")
+    facts="v2 §2.3 (any number); v2 §3.3 Grisu2 is not shortest here: 2^64 -> ...553000.0, Ryu gives ...552000.0")
 case("infer-json-bytes", OK_JSON(
     INFER("identity_bytes", req_json([inp("INPUT0", "BYTES", [1, 5], ["hello", "", "a\x00b", "é\n\"x/", "\x01\x1f"])])),
     resp("identity_bytes", o_json("OUTPUT0", "BYTES", [1, 5],
                                   b'"hello","","a\\u0000b","\xc3\xa9\\n\\"x/","\\u0001\\u001F"'))),
-    facts="J07, §3.4")
+    facts="J07, v2 §3.4")
 case("infer-json-bytes-raw-invalid-utf8", OK_JSON(
     INFER("identity_bytes", b'{"inputs":[{"name":"INPUT0","datatype":"BYTES","shape":[1,1],"data":["\xff\xfe"]}]}'),
     resp("identity_bytes", o_json("OUTPUT0", "BYTES", [1, 1], b'"\xff\xfe"'))), facts="K04, Q11")
 case("infer-json-bytes-no-base64", OK_JSON(
     INFER("identity_bytes", req_json([inp("INPUT0", "BYTES", [1, 1], ["aGVsbG8="])])),
-    resp("identity_bytes", o_json("OUTPUT0", "BYTES", [1, 1], b'"aGVsbG8="'))), facts="§2.3")
+    resp("identity_bytes", o_json("OUTPUT0", "BYTES", [1, 1], b'"aGVsbG8="'))), facts="v2 §2.3")
 case("infer-json-string-single", OK_JSON(
     INFER("string_single", req_json([inp("INPUT0", "BYTES", [1], ["hi"])])),
-    resp("string_single", o_json("OUTPUT0", "BYTES", [1], b'"hi"'))), facts="§2.3")
+    resp("string_single", o_json("OUTPUT0", "BYTES", [1], b'"hi"'))), facts="v2 §2.3")
 
-# JSON data errors (§2.3 leaf table): Triton 500, gateway 400
+# JSON data errors (v2 §2.3 leaf table): Triton 500, gateway 400
 for _id, _dt, _data, _msg, _facts in [
     ("bool-int", "BOOL", [0, 1], "Unable to parse 'data': attempt to access JSON non-boolean as boolean", "P02"),
     ("uint-negative", "UINT8", [-1], "Unable to parse 'data': attempt to access JSON non-unsigned-integer as unsigned-integer", "T03"),
@@ -861,7 +861,7 @@ case("infer-json-fp16", ERR("POST", infer_path("identity_fp16"), 400,
 case("infer-json-bf16", ERR("POST", infer_path("identity_bf16"), 400,
                             "receiving BF16 data via JSON is not supported. Please use the binary data format for input INPUT0",
                             body=req_json([inp("INPUT0", "BF16", [1, 2], [1.0, 2.0])]),
-                            expect_diff=half_json_answer("identity_bf16", "BF16")), facts="§2.3")
+                            expect_diff=half_json_answer("identity_bf16", "BF16")), facts="v2 §2.3")
 case("infer-json-too-many-leaves", ERR("POST", infer_path("add_sub"), 500,
                                        "Unable to parse 'data': Shape does not match true shape of 'data' field",
                                        body=req_json([inp("INPUT0", "FP32", [2], [1, 2, 3]), B]),
@@ -873,11 +873,11 @@ case("infer-json-too-few-leaves", ERR("POST", infer_path("add_sub"), 500,
 case("infer-json-type-error-before-count", ERR("POST", infer_path("add_sub"), 500,
                                                "Unable to parse 'data': attempt to access JSON non-number as double",
                                                body=req_json([inp("INPUT0", "FP32", [1], ["x", 2, 3]), B]),
-                                               gateway_status=400), facts="§2.3")
+                                               gateway_status=400), facts="v2 §2.3")
 case("infer-json-data-not-array", ERR("POST", infer_path("add_sub"), 500,
                                       "Unable to parse 'data': attempt to access JSON non-array as array",
                                       body=req_json([inp("INPUT0", "FP32", [1], 5), B]),
-                                      gateway_status=400), facts="§2.3")
+                                      gateway_status=400), facts="v2 §2.3")
 case("infer-json-bytes-count-mismatch-more", ERR(
     "POST", infer_path("identity_bytes"), 400,
     "[request id: <id_unknown>] unexpected number of string elements 3 for inference input 'INPUT0' for model 'identity_bytes', expecting 2",
@@ -889,7 +889,7 @@ case("infer-json-bytes-count-mismatch-fewer", ERR(
 
 
 # --------------------------------------------------------------------------
-# Infer request structure errors (§2.1-§2.4, §2.8)
+# Infer request structure errors (v2 §2.1-§2.4, v2 §2.8)
 
 P = infer_path("add_sub")
 UNK = "[request id: <id_unknown>] "
@@ -928,7 +928,7 @@ case("infer-no-inputs", ERR("POST", P, 500,
                             body={"id": "x"}, gateway_status=400), facts="J22")
 case("infer-inputs-not-array", ERR("POST", P, 500,
                                    "Unable to parse 'inputs': attempt to access JSON non-array as array",
-                                   body={"inputs": {}}, gateway_status=400), facts="§2.3")
+                                   body={"inputs": {}}, gateway_status=400), facts="v2 §2.3")
 case("infer-inputs-empty", ERR(
     "POST", P, 400,
     UNK + "expected 2 inputs but got 0 inputs for model 'add_sub'. Got input(s) [], but missing required "
@@ -943,7 +943,7 @@ case("infer-missing-input-with-id", ERR(
     "POST", P, 400,
     "[request id: r1] expected 2 inputs but got 1 inputs for model 'add_sub'. Got input(s) ['INPUT0'], but "
     "missing required input(s) ['INPUT1']. Please provide all required input(s).",
-    body=req_json([A], id="r1")), facts="J11, §0.1")
+    body=req_json([A], id="r1")), facts="J11, v2 §0.1")
 case("infer-unexpected-input", ERR("POST", P, 400, "unexpected inference input 'INPUT9' for model 'add_sub'",
                                    body=req_json([A, inp("INPUT9", "FP32", [2], [1, 2])])), facts="J10")
 # With one input too many, the core's count check comes first, with a garbled list ("input(s) ]").
@@ -951,7 +951,7 @@ case("infer-extra-input", ERR(
     "POST", P, 400,
     UNK + "expected 2 inputs but got 3 inputs for model 'add_sub'. Got input(s) ['INPUT9','INPUT1','INPUT0'], "
     "but missing required input(s) ]. Please provide all required input(s).",
-    body=req_json([A, B, inp("INPUT9", "FP32", [2], [1, 2])])), facts="§2.8 (observed)")
+    body=req_json([A, B, inp("INPUT9", "FP32", [2], [1, 2])])), facts="v2 §2.8 (observed)")
 case("infer-datatype-mismatch", ERR(
     "POST", P, 400,
     UNK + "inference input 'INPUT0' data-type is 'BOOL', but model 'add_sub' expects 'FP32'",
@@ -966,15 +966,15 @@ case("infer-invalid-datatype-string", ERR("POST", infer_path("identity_bytes"), 
 case("infer-name-missing", ERR("POST", P, 500,
                                "Unable to parse 'name': attempt to access non-existing object member 'name'",
                                body={"inputs": [{"datatype": "FP32", "shape": [2], "data": [1, 2]}]},
-                               gateway_status=400), facts="§2.3")
+                               gateway_status=400), facts="v2 §2.3")
 case("infer-name-not-string", ERR("POST", P, 500,
                                   "Unable to parse 'name': attempt to access JSON non-string as string",
                                   body={"inputs": [{"name": 0, "datatype": "FP32", "shape": [2], "data": [1, 2]}]},
-                                  gateway_status=400), facts="§2.3")
+                                  gateway_status=400), facts="v2 §2.3")
 case("infer-datatype-missing", ERR("POST", P, 500,
                                    "Unable to parse 'datatype': attempt to access non-existing object member 'datatype'",
                                    body={"inputs": [{"name": "INPUT0", "shape": [2], "data": [1, 2]}]},
-                                   gateway_status=400), facts="§2.3")
+                                   gateway_status=400), facts="v2 §2.3")
 case("infer-shape-negative", ERR("POST", P, 500,
                                  "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer",
                                  body=req_json([inp("INPUT0", "FP32", [-1], [1, 2]), B]),
@@ -1056,20 +1056,20 @@ case("infer-json-bf16-output", ERR(
     expect_diff=half_json_answer("identity_bf16", "BF16")),
     facts="J43")
 
-# Request parameters (§5.1)
+# Request parameters (v2 §5.1)
 case("infer-custom-parameters", OK_JSON(
     INFER("add_sub", req_json([A, B], parameters={"a": 1, "b": "x", "c": True, "d": 1.5,
                                                   "e": 18446744073709551615, "headers": "h"})),
-    resp("add_sub", *ADD_SUB_OUT)), facts="§5.1, P01")
+    resp("add_sub", *ADD_SUB_OUT)), facts="v2 §5.1, P01")
 case("infer-parameters-priority-timeout", OK_JSON(
     INFER("add_sub", req_json([A, B], parameters={"priority": 0, "timeout": 100000000})),
-    resp("add_sub", *ADD_SUB_OUT)), facts="§5.1")
+    resp("add_sub", *ADD_SUB_OUT)), facts="v2 §5.1")
 # `timeout` is Triton's queueing timeout (µs), not a deadline of the whole
 # call: 1 ms to a model that takes 50 ms succeeds (issue 13 #8).
 case("infer-parameter-timeout-shorter-than-model", OK_JSON(
     INFER("slow_identity", req_json([inp("INPUT0", "FP32", [1, 1], [1])],
                                     parameters={"timeout": 1000, "delay_ms": 50})),
-    resp("slow_identity", o_json("OUTPUT0", "FP32", [1, 1], "1.0"))), facts="§5.1")
+    resp("slow_identity", o_json("OUTPUT0", "FP32", [1, 1], "1.0"))), facts="v2 §5.1")
 case("infer-parameters-not-object", ERR("POST", P, 500,
                                         "failed to get request params.: attempt to get members for non-object",
                                         body=req_json([A, B], parameters=[1]), gateway_status=400),
@@ -1110,7 +1110,7 @@ case("infer-sequence-flags-without-id", OK_JSON(
     INFER("add_sub", req_json([A, B], parameters={"sequence_start": True, "sequence_end": True})),
     resp("add_sub", *ADD_SUB_OUT)), facts="K24")
 
-# Sequences (§5.1) on sequence_accumulate: each target runs its own full sequence
+# Sequences (v2 §5.1) on sequence_accumulate: each target runs its own full sequence
 SEQ = "sequence_accumulate"
 
 
@@ -1123,29 +1123,29 @@ case("sequence-numeric-id",
      seq_step(5, 5, sequence_id=4242, sequence_start=True),
      seq_step(7, 12, sequence_id=4242),
      seq_step(1, 13, sequence_id=4242, sequence_end=True),
-     facts="§5.1")
+     facts="v2 §5.1")
 case("sequence-start-end-one-request", seq_step(9, 9, sequence_id=4243, sequence_start=True,
-                                                sequence_end=True), facts="§5.1")
+                                                sequence_end=True), facts="v2 §5.1")
 case("sequence-two-interleaved",
      seq_step(1, 1, sequence_id=4244, sequence_start=True),
      seq_step(10, 10, sequence_id=4245, sequence_start=True),
      seq_step(2, 3, sequence_id=4244, sequence_end=True),
      seq_step(20, 30, sequence_id=4245, sequence_end=True),
-     facts="§5.1")
+     facts="v2 §5.1")
 case("sequence-missing-id", ERR(
     "POST", infer_path(SEQ), 400,
     "inference request to model 'sequence_accumulate' must specify a non-zero or non-empty correlation ID",
-    body=req_json([inp("INPUT0", "INT32", [1, 1], [1])])), facts="§5.1")
+    body=req_json([inp("INPUT0", "INT32", [1, 1], [1])])), facts="v2 §5.1")
 case("sequence-id-zero", ERR(
     "POST", infer_path(SEQ), 400,
     "inference request to model 'sequence_accumulate' must specify a non-zero or non-empty correlation ID",
-    body=req_json([inp("INPUT0", "INT32", [1, 1], [1])], parameters={"sequence_id": 0})), facts="§5.1")
+    body=req_json([inp("INPUT0", "INT32", [1, 1], [1])], parameters={"sequence_id": 0})), facts="v2 §5.1")
 case("sequence-string-id-start-end", seq_step(3, 3, sequence_id="seq-a", sequence_start=True,
-                                              sequence_end=True), facts="§5.1 (string id)")
+                                              sequence_end=True), facts="v2 §5.1 (string id)")
 
 
 # --------------------------------------------------------------------------
-# Binary tensor data extension (§2.3 binary_data_size, §2.7 raw, §3.2)
+# Binary tensor data extension (v2 §2.3 binary_data_size, v2 §2.7 raw, v2 §3.2)
 
 F32 = lambda *v: struct.pack("<%df" % len(v), *v)  # noqa: E731
 A_BIN = F32(1, 2)
@@ -1170,13 +1170,13 @@ def bin_resp_add_sub(outputs_binary=(True, True), id=None):
 case("binary-add-sub", OK_BIN(INFER("add_sub", req_json([HA, HB], outputs=[outp("OUTPUT0", True), outp("OUTPUT1", True)]),
                                     A_BIN + B_BIN), *bin_resp_add_sub()), facts="B02, J35")
 case("binary-in-json-out", OK_JSON(INFER("add_sub", req_json([HA, HB]), A_BIN + B_BIN),
-                                   resp("add_sub", *ADD_SUB_OUT)), facts="§2.3")
+                                   resp("add_sub", *ADD_SUB_OUT)), facts="v2 §2.3")
 case("binary-output-all-via-binary-data-output", OK_BIN(
     INFER("add_sub", req_json([A, B], parameters={"binary_data_output": True})), *bin_resp_add_sub()),
     facts="J35")
 case("binary-output-binary-data-output-false", OK_JSON(
     INFER("add_sub", req_json([A, B], parameters={"binary_data_output": False})),
-    resp("add_sub", *ADD_SUB_OUT)), facts="§2.4")
+    resp("add_sub", *ADD_SUB_OUT)), facts="v2 §2.4")
 case("binary-output-mixed", OK_BIN(
     INFER("add_sub", req_json([A, B], outputs=[outp("OUTPUT0", True), outp("OUTPUT1", False)])),
     *bin_resp_add_sub((True, False))), facts="J36")
@@ -1196,7 +1196,7 @@ case("binary-output-listed-false-overrides", OK_JSON(
     resp("add_sub", ADD_SUB_OUT[0])), facts="Q03")
 case("binary-output-with-id", OK_BIN(
     INFER("add_sub", req_json([A, B], id="bin-1", parameters={"binary_data_output": True})),
-    *bin_resp_add_sub(id="bin-1")), facts="§3.1")
+    *bin_resp_add_sub(id="bin-1")), facts="v2 §3.1")
 case("binary-output-empty", OK_JSON(
     INFER("add_sub", req_json([inp("INPUT0", "FP32", [0], []), inp("INPUT1", "FP32", [0], [])],
                               parameters={"binary_data_output": True})),
@@ -1208,7 +1208,7 @@ case("binary-mixed-inputs-binary-first", OK_JSON(INFER("add_sub", req_json([HA, 
 case("binary-data-size-zero", OK_JSON(
     INFER("add_sub", req_json([inp("INPUT0", "FP32", [0], bsize=0), inp("INPUT1", "FP32", [0], bsize=0)]),
           ihcl=len(js(req_json([inp("INPUT0", "FP32", [0], bsize=0), inp("INPUT1", "FP32", [0], bsize=0)])))),
-    resp("add_sub", o_json("OUTPUT0", "FP32", [0], ""), o_json("OUTPUT1", "FP32", [0], ""))), facts="§2.3")
+    resp("add_sub", o_json("OUTPUT0", "FP32", [0], ""), o_json("OUTPUT1", "FP32", [0], ""))), facts="v2 §2.3")
 case("binary-ihcl-lowercase-header", OK_JSON(
     INFER("add_sub", req_json([HA, HB]), A_BIN + B_BIN, ihcl=None,
           headers=(("inference-header-content-length", str(len(js(req_json([HA, HB]))))),)),
@@ -1252,18 +1252,18 @@ case("binary-dtype-bytes", OK_BIN(
 _strs2 = strings("", b"\x00\xff", "é")
 case("binary-bytes-to-json", OK_JSON(
     INFER("identity_bytes", req_json([inp("INPUT0", "BYTES", [1, 3], bsize=len(_strs2))]), _strs2),
-    resp("identity_bytes", o_json("OUTPUT0", "BYTES", [1, 3], b'"","\\u0000\xff","\xc3\xa9"'))), facts="§3.4")
+    resp("identity_bytes", o_json("OUTPUT0", "BYTES", [1, 3], b'"","\\u0000\xff","\xc3\xa9"'))), facts="v2 §3.4")
 case("binary-bool-nonzero-byte", OK_JSON(
     INFER("identity_bool", req_json([inp("INPUT0", "BOOL", [1, 3], bsize=3)]), b"\x02\x00\x01"),
     resp("identity_bool", o_json("OUTPUT0", "BOOL", [1, 3], "true,false,true"))), facts="P03")
 case("binary-int32-to-json", OK_JSON(
     INFER("identity_int32", req_json([inp("INPUT0", "INT32", [2, 2], bsize=16)]),
           struct.pack("<4i", -1, 0, 7, 2147483647)),
-    resp("identity_int32", o_json("OUTPUT0", "INT32", [2, 2], "-1,0,7,2147483647"))), facts="§3.3")
+    resp("identity_int32", o_json("OUTPUT0", "INT32", [2, 2], "-1,0,7,2147483647"))), facts="v2 §3.3")
 case("binary-fp64-to-json", OK_JSON(
     INFER("identity_fp64", req_json([inp("INPUT0", "FP64", [1, 3], bsize=24)]),
           struct.pack("<3d", 1e21, 1e-7, float("nan"))),
-    resp("identity_fp64", o_json("OUTPUT0", "FP64", [1, 3], "1e21,1e-7,NaN"))), facts="§3.3")
+    resp("identity_fp64", o_json("OUTPUT0", "FP64", [1, 3], "1e21,1e-7,NaN"))), facts="v2 §3.3")
 case("binary-fp32-output-json-formatting", OK_JSON(
     INFER("identity_fp32", req_json([inp("INPUT0", "FP32", [1, 4], bsize=16)]),
           F32(1e-7, 123456789, float("-inf"), 0.5)),
@@ -1343,7 +1343,7 @@ for _id, _val, _facts in (("negative", -8, "B14"), ("string", "8", "B15"), ("flo
         body=_h + A_BIN + B_BIN, headers=(("Inference-Header-Content-Length", str(len(_h))),),
         gateway_status=400), facts=_facts)
 
-# BYTES framing checked by the core (§2.8)
+# BYTES framing checked by the core (v2 §2.8)
 def _bytes_err(id, data, elements, text, facts, status=400, ct="application/json", expect_diff=None):
     h = js(req_json([inp("INPUT0", "BYTES", [1, elements], bsize=len(data))]))
     case(id, ERR("POST", infer_path("identity_bytes"), status, text, ct=ct, body=h + data,
@@ -1378,7 +1378,7 @@ _bytes_err("binary-bytes-incomplete-indicator", strings("ab") + b"\x01\x00", 2,
            "expecting 4 bytes but only 2 bytes available. Please make sure the string length indicator is in one buffer.",
            "B28")
 
-# Raw binary requests (§2.7): IHCL 0 / absent with empty body / non-numeric
+# Raw binary requests (v2 §2.7): IHCL 0 / absent with empty body / non-numeric
 RAW_FP16 = struct.pack("<4e", 1.0, 2.0, -3.5, 0.25)
 RAW_FP16_RESP = resp("identity_fp16", o_bin("OUTPUT0", "FP16", [1, 4], 8))
 case("raw-fp16", OK_BIN(INFER("identity_fp16", b"", RAW_FP16, ihcl=0), RAW_FP16_RESP, RAW_FP16),
@@ -1388,7 +1388,7 @@ case("raw-ihcl-non-numeric", OK_BIN(INFER("identity_fp16", b"", RAW_FP16, ihcl="
 case("raw-ihcl-space-zero", OK_BIN(INFER("identity_fp16", b"", RAW_FP16, ihcl=" 0"), RAW_FP16_RESP, RAW_FP16),
      facts="K43")
 case("raw-fp32", OK_BIN(INFER("identity_fp32", b"", F32(1.5, 2.5), ihcl=0),
-                        resp("identity_fp32", o_bin("OUTPUT0", "FP32", [1, 2], 8)), F32(1.5, 2.5)), facts="§2.7")
+                        resp("identity_fp32", o_bin("OUTPUT0", "FP32", [1, 2], 8)), F32(1.5, 2.5)), facts="v2 §2.7")
 case("raw-fp16-odd-length", ERR(
     "POST", infer_path("identity_fp16"), 400,
     UNK + "input byte size mismatch for input 'raw_input' for model 'identity_fp16'. Expected 6, got 7",
@@ -1411,10 +1411,10 @@ case("raw-empty-body-two-inputs", ERR(
     facts="J21")
 case("raw-string-single", OK_BIN(INFER("string_single", b"", b"hello world", ihcl=0),
                                  resp("string_single", o_bin("OUTPUT0", "BYTES", [1], 15)), strings("hello world")),
-     facts="§2.7 (BYTES dims [1])")
+     facts="v2 §2.7 (BYTES dims [1])")
 case("raw-string-single-empty", OK_BIN(INFER("string_single", b"", b"", ihcl=0),
                                        resp("string_single", o_bin("OUTPUT0", "BYTES", [1], 4)), strings("")),
-     facts="§2.7")
+     facts="v2 §2.7")
 case("raw-decoupled", ERR("POST", infer_path("repeat_decoupled"), 501,
                           "HTTP end point doesn't support models with decoupled transaction policy",
                           ct="text/plain", body=b"\x01\x00\x00\x00",
@@ -1422,7 +1422,7 @@ case("raw-decoupled", ERR("POST", infer_path("repeat_decoupled"), 501,
 
 
 # --------------------------------------------------------------------------
-# Compression (§4.1, §3.7)
+# Compression (v2 §4.1, v2 §3.7)
 
 _J = js(req_json([A, B]))
 _JB = js(req_json([A, B], parameters={"binary_data_output": True}))
@@ -1436,28 +1436,28 @@ def OK_ENC(req, body, encoding):
 
 
 case("compress-request-gzip", OK_JSON(INFER("add_sub", gz(_J), headers=(("Content-Encoding", "gzip"),)),
-                                      _ADD_SUB_JSON), facts="§4.1")
+                                      _ADD_SUB_JSON), facts="v2 §4.1")
 case("compress-request-deflate-zlib", OK_JSON(INFER("add_sub", zl(_J), headers=(("Content-Encoding", "deflate"),)),
-                                              _ADD_SUB_JSON), facts="§4.1")
+                                              _ADD_SUB_JSON), facts="v2 §4.1")
 case("compress-request-gzip-label-zlib-data", OK_JSON(
-    INFER("add_sub", zl(_J), headers=(("Content-Encoding", "gzip"),)), _ADD_SUB_JSON), facts="§4.1 auto-detect")
+    INFER("add_sub", zl(_J), headers=(("Content-Encoding", "gzip"),)), _ADD_SUB_JSON), facts="v2 §4.1 auto-detect")
 case("compress-request-deflate-label-gzip-data", OK_JSON(
-    INFER("add_sub", gz(_J), headers=(("Content-Encoding", "deflate"),)), _ADD_SUB_JSON), facts="§4.1 auto-detect")
+    INFER("add_sub", gz(_J), headers=(("Content-Encoding", "deflate"),)), _ADD_SUB_JSON), facts="v2 §4.1 auto-detect")
 case("compress-request-identity", OK_JSON(INFER("add_sub", _J, headers=(("Content-Encoding", "identity"),)),
-                                          _ADD_SUB_JSON), facts="§4.1")
+                                          _ADD_SUB_JSON), facts="v2 §4.1")
 # Observed: an empty Content-Encoding value is NOT treated like an absent header
-# (docs/protocol.md says "absent/empty -> as is").
+# (docs/protocol-v2.md says "absent/empty -> as is").
 case("compress-request-empty-encoding", ERR("POST", P, 501, "Unsupported compression type", ct="text/plain",
                                             body=_J, headers=(("Content-Encoding", ""),),
                                             check=lambda r: r.header("Accept-Encoding") == "gzip, deflate"),
-     facts="§4.1 (observed 501)")
+     facts="v2 §4.1 (observed 501)")
 case("compress-request-identity-capitalised", ERR("POST", P, 501, "Unsupported compression type",
                                                   ct="text/plain", body=_J,
-                                                  headers=(("Content-Encoding", "Identity"),)), facts="§4.1")
+                                                  headers=(("Content-Encoding", "Identity"),)), facts="v2 §4.1")
 case("compress-request-leading-space", ERR(
     "POST", P, 400,
     UNK + "Raw request must only have 1 input (found 1) to be deduced but got 2 inputs in 'add_sub' model configuration",
-    body=_J, headers=(("Content-Encoding", " gzip"),)), facts="§4.1, C06 (header value is trimmed)")
+    body=_J, headers=(("Content-Encoding", " gzip"),)), facts="v2 §4.1, C06 (header value is trimmed)")
 for _id, _enc in (("br", "br"), ("uppercase", "GZIP"), ("list", "gzip, deflate")):
     case("compress-request-unsupported-" + _id, ERR(
         "POST", P, 501, "Unsupported compression type", ct="text/plain", body=gz(_J),
@@ -1494,9 +1494,9 @@ case("compress-response-tie-first-wins-gzip", OK_ENC(
     INFER("add_sub", _J, headers=(("Accept-Encoding", "gzip,deflate"),)), _ADD_SUB_JSON, "gzip"), facts="Q08")
 case("compress-response-weights", OK_ENC(
     INFER("add_sub", _J, headers=(("Accept-Encoding", "gzip;q=0.5, deflate;q=0.8"),)), _ADD_SUB_JSON, "deflate"),
-    facts="§4.1")
+    facts="v2 §4.1")
 case("compress-response-identity-weight", OK_JSON(
-    INFER("add_sub", _J, headers=(("Accept-Encoding", "gzip;q=0.5, identity"),)), _ADD_SUB_JSON), facts="§4.1")
+    INFER("add_sub", _J, headers=(("Accept-Encoding", "gzip;q=0.5, identity"),)), _ADD_SUB_JSON), facts="v2 §4.1")
 case("compress-response-space-before-q", OK_JSON(
     INFER("add_sub", _J, headers=(("Accept-Encoding", "gzip; q=0.5"),)), _ADD_SUB_JSON), facts="Q07")
 case("compress-response-weight-zero", OK_JSON(
@@ -1509,9 +1509,9 @@ case("compress-response-br", OK_JSON(
     INFER("add_sub", _J, headers=(("Accept-Encoding", "br"),)), _ADD_SUB_JSON), facts="C03")
 case("compress-response-bad-weight", OK_ENC(
     INFER("add_sub", _J, headers=(("Accept-Encoding", "gzip;q=abc, deflate"),)), _ADD_SUB_JSON, "deflate"),
-    facts="§4.1 (unparsable weight skipped)")
+    facts="v2 §4.1 (unparsable weight skipped)")
 case("compress-response-leading-spaces", OK_ENC(
-    INFER("add_sub", _J, headers=(("Accept-Encoding", "br,   gzip"),)), _ADD_SUB_JSON, "gzip"), facts="§4.1")
+    INFER("add_sub", _J, headers=(("Accept-Encoding", "br,   gzip"),)), _ADD_SUB_JSON, "gzip"), facts="v2 §4.1")
 _BIN_HDR, _BIN_TAIL = bin_resp_add_sub()
 case("compress-response-binary-ihcl", OK_BIN(
     INFER("add_sub", _JB, headers=(("Accept-Encoding", "gzip"),)), _BIN_HDR, _BIN_TAIL, encoding="gzip"),
@@ -1534,10 +1534,10 @@ case("compress-other-endpoint-request-ignored", Req(
     ct="application/json", encoding=ABSENT, check=_index), facts="C08")
 case("compress-both-directions", OK_ENC(
     INFER("add_sub", gz(_J), headers=(("Content-Encoding", "gzip"), ("Accept-Encoding", "deflate"))),
-    _ADD_SUB_JSON, "deflate"), facts="§4.1")
+    _ADD_SUB_JSON, "deflate"), facts="v2 §4.1")
 
 # --------------------------------------------------------------------------
-# Classification (§3.5)
+# Classification (v2 §3.5)
 
 CA = inp("INPUT0", "FP32", [3], [1, 2, 3])
 CB = inp("INPUT1", "FP32", [3], [1, 4, 1])  # OUTPUT0 = [2, 6, 4]
@@ -1553,31 +1553,31 @@ case("classification-k-larger-than-n", OK_JSON(
     resp("add_sub", o_json("OUTPUT0", "BYTES", [2], b'"6.000000:0","3.000000:1"'))), facts="J40")
 case("classification-zero-is-off", OK_JSON(
     INFER("add_sub", req_json([CA, CB], outputs=[outp("OUTPUT0", classification=0)])),
-    resp("add_sub", o_json("OUTPUT0", "FP32", [3], "2.0,6.0,4.0"))), facts="§2.4")
+    resp("add_sub", o_json("OUTPUT0", "FP32", [3], "2.0,6.0,4.0"))), facts="v2 §2.4")
 case("classification-with-other-output", OK_JSON(
     INFER("add_sub", req_json([CA, CB], outputs=[outp("OUTPUT0", classification=1), outp("OUTPUT1")])),
     resp("add_sub", o_json("OUTPUT0", "BYTES", [1], b'"6.000000:1"'),
-         o_json("OUTPUT1", "FP32", [3], "0.0,-2.0,2.0"))), facts="§3.5")
+         o_json("OUTPUT1", "FP32", [3], "0.0,-2.0,2.0"))), facts="v2 §3.5")
 case("classification-labels", OK_JSON(
     INFER("add_sub_label", req_json([CA, CB], outputs=[outp("OUTPUT0", classification=2)])),
     resp("add_sub_label", o_json("OUTPUT0", "BYTES", [2], b'"6.000000:1:label_one","4.000000:2:label_two"'))),
-    facts="§3.5 label_filename")
+    facts="v2 §3.5 label_filename")
 case("classification-labels-binary", OK_BIN(
     INFER("add_sub_label", req_json([CA, CB], outputs=[outp("OUTPUT0", True, classification=1)])),
     resp("add_sub_label", o_bin("OUTPUT0", "BYTES", [1], 24)), strings("6.000000:1:label_one")),
-    facts="§3.5")
+    facts="v2 §3.5")
 case("classification-int32-batched", OK_JSON(
     INFER("identity_int32", req_json([inp("INPUT0", "INT32", [2, 3], [5, 9, 1, -4, -2, -8])],
                                      outputs=[outp("OUTPUT0", classification=2)])),
-    resp("identity_int32", o_json("OUTPUT0", "BYTES", [2, 2], b'"9:1","5:0","-2:1","-4:0"'))), facts="§3.5")
+    resp("identity_int32", o_json("OUTPUT0", "BYTES", [2, 2], b'"9:1","5:0","-2:1","-4:0"'))), facts="v2 §3.5")
 case("classification-uint8", OK_JSON(
     INFER("identity_uint8", req_json([inp("INPUT0", "UINT8", [1, 3], [7, 200, 3])],
                                      outputs=[outp("OUTPUT0", classification=1)])),
-    resp("identity_uint8", o_json("OUTPUT0", "BYTES", [1, 1], b'"200:1"'))), facts="§3.5")
+    resp("identity_uint8", o_json("OUTPUT0", "BYTES", [1, 1], b'"200:1"'))), facts="v2 §3.5")
 case("classification-fp64", OK_JSON(
     INFER("identity_fp64", req_json([inp("INPUT0", "FP64", [1, 2], [0.25, -1.5])],
                                     outputs=[outp("OUTPUT0", classification=2)])),
-    resp("identity_fp64", o_json("OUTPUT0", "BYTES", [1, 2], b'"0.250000:0","-1.500000:1"'))), facts="§3.5")
+    resp("identity_fp64", o_json("OUTPUT0", "BYTES", [1, 2], b'"0.250000:0","-1.500000:1"'))), facts="v2 §3.5")
 _fp16_h = js(req_json([inp("INPUT0", "FP16", [1, 2], bsize=4)], outputs=[outp("OUTPUT0", classification=1)]))
 case("classification-fp16-unsupported", ERR(
     "POST", infer_path("identity_fp16"), 400, "class result not available for output due to unsupported type 'FP16'",
@@ -1590,7 +1590,7 @@ case("classification-bool-unsupported", ERR(
 # NOT here on purpose: classification on a BYTES output (crashes Triton 2.51, K37).
 
 # --------------------------------------------------------------------------
-# Shared-memory inputs and outputs (§2.6)
+# Shared-memory inputs and outputs (v2 §2.6)
 
 _SHM_F32 = F32(1, 2, 3, 4)
 _shm_setup = lambda url: shm_register(url, data=_SHM_F32 + b"\0" * (SHM_SIZE - 16))  # noqa: E731
@@ -1598,20 +1598,20 @@ case("shm-infer-input", OK_JSON(
     INFER("identity_fp32", req_json([inp("INPUT0", "FP32", [1, 4], shared_memory_region=SHM_REGION,
                                          shared_memory_byte_size=16)])),
     resp("identity_fp32", o_json("OUTPUT0", "FP32", [1, 4], "1.0,2.0,3.0,4.0"))),
-    facts="§2.6", setup=_shm_setup, teardown=shm_unregister)
+    facts="v2 §2.6", setup=_shm_setup, teardown=shm_unregister)
 case("shm-infer-input-offset", OK_JSON(
     INFER("identity_fp32", req_json([inp("INPUT0", "FP32", [1, 2], shared_memory_region=SHM_REGION,
                                          shared_memory_offset=8, shared_memory_byte_size=8)])),
     resp("identity_fp32", o_json("OUTPUT0", "FP32", [1, 2], "3.0,4.0"))),
-    facts="§2.6", setup=_shm_setup, teardown=shm_unregister)
+    facts="v2 §2.6", setup=_shm_setup, teardown=shm_unregister)
 case("shm-infer-input-mixed-with-binary", OK_JSON(
     INFER("add_sub", req_json([inp("INPUT0", "FP32", [2], shared_memory_region=SHM_REGION,
                                    shared_memory_byte_size=8), HB]), B_BIN),
-    resp("add_sub", *ADD_SUB_OUT)), facts="§2.6, B17", setup=_shm_setup, teardown=shm_unregister)
+    resp("add_sub", *ADD_SUB_OUT)), facts="v2 §2.6, B17", setup=_shm_setup, teardown=shm_unregister)
 case("shm-infer-input-no-byte-size", Req(
     "POST", infer_path("identity_fp32"),
     js(req_json([inp("INPUT0", "FP32", [1, 4], shared_memory_region=SHM_REGION)])), status=400,
-    ct="application/json", ihcl=ABSENT), facts="§2.6 (byte_size defaults to 0 on HTTP)",
+    ct="application/json", ihcl=ABSENT), facts="v2 §2.6 (byte_size defaults to 0 on HTTP)",
     setup=_shm_setup, teardown=shm_unregister)
 case("shm-infer-output", OK_JSON(
     INFER("identity_fp32", req_json([inp("INPUT0", "FP32", [1, 2], [5, 6])],
@@ -1651,9 +1651,9 @@ case("shm-infer-region-not-string", ERR(
     "POST", infer_path("identity_fp32"), 500,
     "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string",
     body=req_json([inp("INPUT0", "FP32", [1, 4], shared_memory_region=5, shared_memory_byte_size=16)]),
-    gateway_status=400), facts="§2.6")
+    gateway_status=400), facts="v2 §2.6")
 case("shm-infer-offset-negative", ERR(
     "POST", infer_path("identity_fp32"), 500,
     "Unable to parse 'shared_memory_offset': attempt to access JSON non-unsigned-integer as unsigned-integer",
     body=req_json([inp("INPUT0", "FP32", [1, 4], shared_memory_region=SHM_REGION, shared_memory_offset=-1,
-                       shared_memory_byte_size=16)]), gateway_status=400), facts="§2.6")
+                       shared_memory_byte_size=16)]), gateway_status=400), facts="v2 §2.6")

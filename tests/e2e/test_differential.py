@@ -4,7 +4,7 @@ the same Triton over gRPC); the answers must be identical in status,
 Content-Type, Inference-Header-Content-Length, Content-Encoding, Accept-Encoding
 and body bytes -- except for the documented ``expect_diff`` of a step.
 
-Each step also asserts Triton's own answer against docs/protocol.md, so a case
+Each step also asserts Triton's own answer against docs/protocol-v2.md, so a case
 fails if the reference server does not behave as recorded.
 """
 
@@ -51,7 +51,7 @@ def describe(r):
 
 
 def check_triton(step, r):
-    """Triton's answer must be the one recorded in docs/protocol.md."""
+    """Triton's answer must be the one recorded in docs/protocol-v2.md."""
     where = "Triton %s %s: %s" % (step.method, step.path, describe(r))
     assert r.status == step.status, where
 
@@ -73,9 +73,9 @@ def check_triton(step, r):
         assert r.body == err_body(step.error), where
     if step.body_exact is not None:
         header, tail = r.split()
-        assert header == step.body_exact, "JSON (header) differs from docs/protocol.md; %s" % where
+        assert header == step.body_exact, "JSON (header) differs from docs/protocol-v2.md; %s" % where
         if step.tail is not None:
-            assert tail == step.tail, "binary tail differs from docs/protocol.md; %s" % where
+            assert tail == step.tail, "binary tail differs from docs/protocol-v2.md; %s" % where
     if step.check is not None:
         step.check(r)
 

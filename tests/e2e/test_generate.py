@@ -1,6 +1,6 @@
 """/generate and /generate_stream: Triton's own HTTP answers against the
 gateway's, which reaches the same Triton over gRPC ModelStreamInfer
-(facts 1.6, 6.4).  The differential table below is run with the machinery
+(v2 §1.6, v2 §6.4).  The differential table below is run with the machinery
 of test_differential.py (same checks of Triton's answer, same comparison,
 byte for byte, chunked bodies compared decoded).  Then stories with real
 SSE clients: the first event arrives while the model is still generating,

@@ -3,7 +3,7 @@ flow of FLOWS is sent byte for byte to Triton's own HTTP front (the same
 models: tests/e2e/model_repository), to the gateway in front of the
 server's gRPC port, and to the server's own HTTP front.
 
-- Triton's answer is checked against docs/protocol.md (as in
+- Triton's answer is checked against docs/protocol-v2.md (as in
   test_differential.py), then the gateway's must equal it in status,
   headers and bytes (test_differential.compare), after the server's standing
   differences (`as_served_by`), unless the flow names a documented entry

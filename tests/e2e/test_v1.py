@@ -3,7 +3,7 @@ the gateway in front of a real Triton's gRPC port: health, status, raw
 inference at batch 1 and 2, classification, mixed raw and class outputs, an
 explicit version, and errors.
 
-The flow does what the v1 client library does (protocol v1 §2–3):
+The flow does what the v1 client library does (v1 §2–3):
 it fetches the binary status for the model's config, sends NV-InferRequest
 in protobuf text with the raw inputs input-major, and reads the answer
 strictly -- NV-Status and NV-InferResponse parsed with the 2020 schema

@@ -1,7 +1,7 @@
 //! The v1 client's exact requests (tests/fixtures/v1/captures.txt, from
-//! protocol v1 §2) against the gateway and the embedded demo
+//! v1 §2) against the gateway and the embedded demo
 //! upstream — in-process, and byte for byte over one keep-alive connection
-//! to the real binary — and every requirement of protocol v1 §3 checked on
+//! to the real binary — and every requirement of v1 §3 checked on
 //! the answers.
 
 use std::collections::HashMap;
@@ -148,7 +148,7 @@ async fn every_capture_in_process() {
 
 #[tokio::test]
 async fn the_captures_match_the_facts_text() {
-    // A capture's header and Content-Length exactly as in docs/protocol.md.
+    // A capture's header and Content-Length exactly as in docs/protocol-v1.md.
     let captures = crate::v1::captures();
     let raw = captures.iter().find(|c| c.name == "raw_batch1").unwrap();
     let wire = String::from_utf8_lossy(&raw.wire()).into_owned();

@@ -1,7 +1,7 @@
 //! `/generate` and `/generate_stream` through the gateway against the
 //! embedded demo upstream (in-process; the streamed body is collected):
 //! request mapping, Triton's answer objects, SSE framing, the
-//! exactly-one-response rule, and the error answers of protocol §1.6.
+//! exactly-one-response rule, and the error answers of v2 §1.6.
 
 use crate::support::{assert_answer, text, Harness};
 

@@ -1,6 +1,6 @@
 //! Inference through the gateway against the embedded demo upstream
 //! (in-process, ephemeral port): JSON, binary, mixed, raw, compression,
-//! classification, parameters and the error texts of docs/protocol.md.
+//! classification, parameters and the error texts of docs/protocol-v2.md.
 
 use crate::support::{assert_answer, text, Harness};
 

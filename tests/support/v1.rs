@@ -1,5 +1,5 @@
 //! v1 test support: the capture fixtures (tests/fixtures/v1/captures.txt),
-//! and the checks of protocol v1 §3 — what the real v1 client needs
+//! and the checks of v1 §3 — what the real v1 client needs
 //! of an answer — applied to a neutral response.
 #![allow(dead_code)]
 
@@ -177,7 +177,7 @@ impl Seen {
 /// The classes of one output in one batch entry.
 pub(crate) type Classes = Vec<(i32, f32, String)>;
 
-/// What the client reads from a successful infer answer (protocol v1 §3 "Infer"), each
+/// What the client reads from a successful infer answer (v1 §3 "Infer"), each
 /// requirement asserted: header text with the 2020 schema, `model_name`,
 /// `batch_size`, outputs in request order, raw dims and whole-batch sizes,
 /// body = raw outputs in header order + a binary trailer, classes from the

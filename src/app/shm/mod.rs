@@ -15,10 +15,10 @@
 //! into `model::InputData::SharedMemory` and an output's into
 //! `RequestedOutput::shared_memory` with `kind: OutputKind::SharedMemory`,
 //! and `wire::v2_response` lists such an output with `name`, `datatype`
-//! and `shape` only, as Triton answers it (protocol §2.6, §1.7).
+//! and `shape` only, as Triton answers it (v2 §2.6, v2 §1.7).
 //!
 //! 1. **Right after decoding**, before the model-level checks (Triton reads
-//!    the regions when it parses the request, protocol §1.7):
+//!    the regions when it parses the request, v2 §1.7):
 //!    [`Bridge::take_regions`]. Every shared-memory input is read and
 //!    becomes `InputData::Raw` (sent upstream as `raw_input_contents`; its
 //!    size against shape × datatype is then checked by

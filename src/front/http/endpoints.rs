@@ -1,4 +1,4 @@
-//! Every v2 endpoint other than `/infer` (protocol §1 rows 1–18): call the
+//! Every v2 endpoint other than `/infer` (v2 §1 rows 1–18): call the
 //! matching RPC, render Triton's answer.
 
 use crate::app::door::{self, Aim, Relay};
@@ -189,7 +189,7 @@ fn done<T>(response: Result<T>) -> Result<HttpResponse> {
 }
 
 impl Pipeline {
-    /// Health answers: 200 or 400, empty, `text/plain` (protocol §1 rows 1–2);
+    /// Health answers: 200 or 400, empty, `text/plain` (v2 §1 rows 1–2);
     /// with `http.oip_health_bodies`, `{"<key>":bool}` as JSON (OIP).
     fn health(&self, key: &str, ok: bool) -> HttpResponse {
         let status = if ok { 200 } else { 400 };
@@ -201,7 +201,7 @@ impl Pipeline {
     }
 }
 
-/// Triton refuses an explicit repository on load/unload (protocol §0.3 rule 8).
+/// Triton refuses an explicit repository on load/unload (v2 §0.3 rule 8).
 fn no_repository_name(repository: &Option<String>) -> Result<()> {
     match repository {
         Some(_) => Err(Error::unsupported(

@@ -1,5 +1,5 @@
-//! `/generate` and `/generate_stream` (protocol §1.6) over `ModelStreamInfer`
-//! (protocol §6.4): one upstream stream per HTTP request, carrying the one
+//! `/generate` and `/generate_stream` (v2 §1.6) over `ModelStreamInfer`
+//! (v2 §6.4): one upstream stream per HTTP request, carrying the one
 //! request and half-closed at once, so the upstream ends the stream when
 //! the request is complete (Triton does). The first upstream message fixes
 //! the HTTP status, as on Triton; `/generate` then waits for the end and
@@ -133,7 +133,7 @@ impl Pipeline {
         }))
     }
 
-    /// Facts §1.6 order: model signature (unknown model → 404), request
+    /// v2 §1.6 order: model signature (unknown model → 404), request
     /// `Content-Encoding`, body → request; then the upstream stream opens.
     async fn open_generate(
         &self,
@@ -176,7 +176,7 @@ impl Pipeline {
     }
 }
 
-/// The HTTP status Triton sends, fixed by the first message (protocol §1.6):
+/// The HTTP status Triton sends, fixed by the first message (v2 §1.6):
 /// 200 for a response or none at all; for a failed response, the status
 /// of its error code, which gRPC streams do not carry: taken as `UNKNOWN`,
 /// the code of the Python backend's errors (400). A request refused before

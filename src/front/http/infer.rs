@@ -1,4 +1,4 @@
-//! The `/infer` pipeline (protocol §2.1 order of operations): model lookup,
+//! The `/infer` pipeline (v2 §2.1 order of operations): model lookup,
 //! decompression, header split, decode, shared-memory inputs read (bridge
 //! mode, `app::shm`), model-level checks, header forwarding, `ModelInfer`
 //! upstream, shared-memory outputs written, encode, response compression.
@@ -36,7 +36,7 @@ impl Pipeline {
             None => (self.decode_whole(plan, model, req, info.as_deref())?, None),
         };
         // Bridge mode: regions read and output windows held now, as Triton
-        // reads them while it parses the request (protocol §1.7).
+        // reads them while it parses the request (v2 §1.7).
         let held = match self.gateway.shm_bridge() {
             Some(bridge) => bridge.take_regions(&mut request).await?,
             None => HeldOutputs::default(),
@@ -152,7 +152,7 @@ impl Pipeline {
         Ok((self.decode_whole(plan, model, req, None)?, None))
     }
 
-    /// Request `Content-Encoding` (protocol §4.1): gzip/deflate inflated with
+    /// Request `Content-Encoding` (v2 §4.1): gzip/deflate inflated with
     /// the decompressed-size limit; anything else is 501.
     fn decompress(&self, body: Bytes, plan: &Plan) -> Result<Bytes> {
         let encoding = plan
@@ -167,7 +167,7 @@ impl Pipeline {
     }
 
     /// `--http-header-forward-pattern`: matching headers become string
-    /// parameters named exactly as the client wrote them (protocol §4.3).
+    /// parameters named exactly as the client wrote them (v2 §4.3).
     fn forward_headers(&self, req: &HttpRequest, request: &mut InferRequest) {
         let Some(pattern) = &self.gateway.forward_pattern() else {
             return;

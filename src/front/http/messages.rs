@@ -33,7 +33,7 @@ pub struct HttpRequest {
     pub method: Method,
     /// Raw path without the query string.
     pub path: String,
-    /// Header names as the client wrote them (case preserved, protocol §4.3).
+    /// Header names as the client wrote them (case preserved, v2 §4.3).
     pub headers: Vec<(String, Bytes)>,
     /// The body; of a streamed `/infer` body, only what came with its
     /// JSON header (at least the header).

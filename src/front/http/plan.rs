@@ -16,7 +16,7 @@ use crate::front::http::route::Route;
 use crate::model::{InferRequest, OutputKind};
 use crate::wire::{compress, v2_request};
 
-/// The header that splits a binary body (protocol §2.1).
+/// The header that splits a binary body (v2 §2.1).
 const IHCL: &str = "Inference-Header-Content-Length";
 
 /// What a request's head decides (see the module documentation).
@@ -29,7 +29,7 @@ pub struct Plan {
     pub(crate) header_length: Option<Bytes>,
     /// The body's `Content-Encoding`; `Err` for one not supported.
     pub(crate) body_encoding: Result<compress::Encoding, ()>,
-    /// The answer's encoding, negotiated from `Accept-Encoding` (protocol
+    /// The answer's encoding, negotiated from `Accept-Encoding` (v2
     /// §4.1).
     pub(crate) answer_encoding: compress::Encoding,
     /// `Content-Length`, when the client declared one (not chunked).

@@ -1,5 +1,5 @@
 //! Classifies a request once, from its method and raw path, into a
-//! [`Route`] (protocol §0.3). Nothing downstream looks at the path again.
+//! [`Route`] (v2 §0.3). Nothing downstream looks at the path again.
 //! Matching is on the raw, un-percent-decoded path; the query is ignored.
 
 use http::Method;
@@ -196,7 +196,7 @@ impl Route {
     }
 }
 
-/// `/v2/models/{m}[/versions/{v}][/suffix]` (protocol §0.3 rule 3).
+/// `/v2/models/{m}[/versions/{v}][/suffix]` (v2 §0.3 rule 3).
 fn model_route(segs: &[&str]) -> Option<Route> {
     let (name, rest) = segs.split_first()?;
     let (version, rest) = match rest {

@@ -1,4 +1,4 @@
-//! gRPC responses of the non-infer endpoints (protocol §1 rows 3–18) → the exact
+//! gRPC responses of the non-infer endpoints (v2 §1 rows 3–18) → the exact
 //! JSON bodies Triton 2.51's HTTP front answers. Pure functions, no I/O.
 //!
 //! Triton builds these bodies with rapidjson (compact, no trailing newline);
@@ -134,7 +134,7 @@ pub(crate) fn model_metadata_json(metadata: &ModelMetadataResponse) -> Vec<u8> {
 }
 
 // ---------------------------------------------------------------------------
-// Statistics (row 7, protocol §1.3)
+// Statistics (row 7, v2 §1.3)
 
 /// `{"count":N,"ns":N}`; an absent duration is all zeros (Triton always
 /// fills every one).
@@ -225,7 +225,7 @@ pub(crate) fn model_statistics_json(stats: &ModelStatisticsResponse) -> Vec<u8> 
 }
 
 // ---------------------------------------------------------------------------
-// Repository index (row 8, protocol §1.4)
+// Repository index (row 8, v2 §1.4)
 
 /// `POST /v2/repository/index`: a JSON array
 /// `[{"name","version","state","reason"},…]` in the upstream's order (Triton:
@@ -349,7 +349,7 @@ pub(crate) fn trace_settings_json(settings: &TraceSettingResponse) -> Vec<u8> {
 
 /// `GET`/`POST /v2/logging`: `{"log_file":"…","log_info":bool,
 /// "log_warning":bool,"log_error":bool,"log_verbose_level":N,
-/// "log_format":"…"}` in that order (protocol §1 row 18). Each value is taken
+/// "log_format":"…"}` in that order (v2 §1 row 18). Each value is taken
 /// from the gRPC setting of the expected type; a missing or mistyped one
 /// gets the zero value of its type.
 pub(crate) fn log_settings_json(settings: &LogSettingsResponse) -> Vec<u8> {

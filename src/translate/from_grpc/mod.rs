@@ -82,7 +82,7 @@ pub fn model_infer_with_raw(
     model_infer(response, request_id)
 }
 
-/// Servers other than Triton may answer with typed `contents` (protocol §9
+/// Servers other than Triton may answer with typed `contents` (v2 §9
 /// item 7): serialize them to the raw little-endian layout.
 fn typed_to_raw(c: &InferTensorContents, datatype: Option<DataType>) -> Bytes {
     // INT8/INT16 (and UINT8/UINT16) travel widened to 32 bits: keep the low bytes.

@@ -1,5 +1,5 @@
 //! `ModelConfig` (gRPC `ModelConfigResponse.config`) → the exact JSON body of
-//! Triton 2.51's `GET /v2/models/{m}[/versions/{v}]/config` (protocol §1.2).
+//! Triton 2.51's `GET /v2/models/{m}[/versions/{v}]/config` (v2 §1.2).
 //!
 //! Triton builds that body in three steps (core `ModelConfigToJson`), each
 //! reproduced here, walking the message with `prost-reflect`:

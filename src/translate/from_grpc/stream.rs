@@ -1,4 +1,4 @@
-//! `ModelStreamInfer` replies (protocol §6.4) to protocol-neutral items. The
+//! `ModelStreamInfer` replies (v2 §6.4) to protocol-neutral items. The
 //! stream's own marker, response parameter `triton_final_response`, is
 //! taken off the response and tells whether more will come; an error
 //! without it was raised before the request was scheduled.

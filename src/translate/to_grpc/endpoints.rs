@@ -1,4 +1,4 @@
-//! HTTP request bodies of the non-infer endpoints (protocol §1 rows 1–18) to
+//! HTTP request bodies of the non-infer endpoints (v2 §1 rows 1–18) to
 //! `GRPCInferenceService` request messages. Pure functions, no I/O.
 //!
 //! Each body is read the way Triton 2.51's HTTP frontend reads it

@@ -31,7 +31,7 @@ pub(crate) fn param(value: &Param) -> InferParameter {
 }
 
 /// Shared-memory keys as gRPC wants them: offset and byte size as
-/// `int64_param`, byte size always present (protocol §6.3, §9 item 6).
+/// `int64_param`, byte size always present (v2 §6.3, v2 §9 item 6).
 fn shm_params(shm: &SharedMemory) -> [(&'static str, InferParameter); 3] {
     let int = |n: u64| param(&Param::Int64(i64::try_from(n).unwrap_or(i64::MAX)));
     [

@@ -1,4 +1,4 @@
-//! The pieces of a v1 answer (protocol §7.1, §7.3; protocol v1 §3):
+//! The pieces of a v1 answer (v1 §7.1, v1 §7.3; v1 §3):
 //! the `NV-Status` and `NV-InferResponse` header values, and the infer body
 //! — the raw outputs in the header's output order, then the whole
 //! `InferResponseHeader` as the trailer, binary or text.

@@ -2,7 +2,7 @@
 //! [`InferRequest`]. v1 requests carry no datatypes and no batch dimension:
 //! both come from the model's configuration, which is also what the dims
 //! and batch size are checked against (the v1 client checks neither,
-//! protocol v1 §3.1). Texts follow TRTIS 1.x.
+//! v1 §3.1). Texts follow TRTIS 1.x.
 
 use bytes::Bytes;
 
@@ -281,7 +281,7 @@ fn shared_memory(shm: Option<&InferSharedMemory>) -> SharedMemory {
     }
 }
 
-/// Sequence and scheduling fields as the v2 parameters of protocol §5.1.
+/// Sequence and scheduling fields as the v2 parameters of v2 §5.1.
 fn parameters(header: &InferRequestHeader) -> Result<Vec<(String, Param)>> {
     let mut params = Vec::new();
     let int = |name: &str, value: u64| {

@@ -1,9 +1,9 @@
 //! A v2 inference answer to the v1 `InferResponseHeader` and raw output
-//! chunks (protocol v1 §3): outputs in request order, `raw.dims`
+//! chunks (v1 §3): outputs in request order, `raw.dims`
 //! without the batch dimension, `batch_byte_size` for the whole batch,
 //! `batch_size` always set (a missing one kills the v1 client), and one
 //! `batch_classes` per batch entry — parsed from the upstream's
-//! classification strings (`<value>:<index>[:<label>]`, protocol §3.5), or
+//! classification strings (`<value>:<index>[:<label>]`, v2 §3.5), or
 //! computed here when the upstream ignored the request (no labels then).
 
 use bytes::Bytes;

@@ -74,7 +74,7 @@ fn model_status(facts: ModelFacts) -> pb::ModelStatus {
     }
 }
 
-/// The v2 repository index's state names (protocol §1.4).
+/// The v2 repository index's state names (v2 §1.4).
 pub(crate) fn ready_state(state: &str) -> pb::ModelReadyState {
     match state {
         "READY" => pb::ModelReadyState::ModelReady,

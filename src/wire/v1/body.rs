@@ -1,4 +1,4 @@
-//! Splits a v1 infer body into one slice per input (protocol §7.3): the inputs'
+//! Splits a v1 infer body into one slice per input (v1 §7.3): the inputs'
 //! data back to back in `NV-InferRequest` order, each its whole batch, no
 //! framing or padding; inputs in shared memory take no bytes. Every size is
 //! checked before slicing; the slices share the body's buffer.

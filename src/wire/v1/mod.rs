@@ -1,5 +1,5 @@
-//! The legacy TensorRT Inference Server v1 HTTP wire format (protocol §7;
-//! protocol v1 §2–3), pure and synchronous: the protobuf text format
+//! The legacy TensorRT Inference Server v1 HTTP wire format (v1 §7;
+//! v1 §2–3), pure and synchronous: the protobuf text format
 //! of its headers and bodies (`text`, generic over the messages, which
 //! `translate::v1` supplies) and the request body split per input (`body`).
 

@@ -1,4 +1,4 @@
-//! `POST /api/infer/<model>[/<version>]` (protocol §7.3): `NV-InferRequest`
+//! `POST /api/infer/<model>[/<version>]` (v1 §7.3): `NV-InferRequest`
 //! parsed, the model's configuration fetched (datatypes, dims, batching),
 //! the body split per input and checked, `ModelInfer` upstream, then
 //! `NV-InferResponse` and the raw outputs followed by the trailer.

@@ -1,5 +1,5 @@
-//! The legacy TensorRT Inference Server v1 HTTP API (protocol §7;
-//! protocol.md, part v1): health, status, infer, model control and the
+//! The legacy TensorRT Inference Server v1 HTTP API (v1 §7;
+//! protocol-v1.md): health, status, infer, model control and the
 //! repository index, each translated to v2 RPCs. Every answer carries
 //! `NV-Status`; success is exactly HTTP 200 with code `SUCCESS`, every
 //! failure 400 (405 for a wrong method) with the code and message from

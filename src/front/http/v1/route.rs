@@ -1,4 +1,4 @@
-//! Classifies a legacy v1 path (protocol §7.1) once into a [`V1Route`]:
+//! Classifies a legacy v1 path (v1 §7.1) once into a [`V1Route`]:
 //! TRTIS matched `/api/(health|infer|status|modelcontrol|sharedmemorycontrol|repository)(.*)`
 //! and answered anything else under `/api/` with 400. The `format` query
 //! parameter is read here too, so nothing downstream looks at the URL.
