@@ -25,6 +25,7 @@ mod layering;
 mod metrics;
 mod pool;
 mod process;
+mod protocol_doc;
 mod relayed_grpc;
 mod reload;
 mod shared_memory;
