@@ -12,6 +12,7 @@ mod support;
 mod v1;
 
 mod architecture_doc;
+mod archive_doc;
 mod check_config;
 mod closing;
 mod codec_fixtures;
