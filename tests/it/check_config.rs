@@ -78,6 +78,15 @@ fn a_bad_file_exits_1_with_the_error() {
             "connections.linger_ms must be at least 1",
         ),
         ("[v1]\nserver = \"x\"\n", "unknown field `server`"),
+        // A misspelled endpoint group would leave a group unprotected.
+        (
+            "[auth]\nrestricted_api = [\"model-repositry:admin-key=s\"]\n",
+            "unknown endpoint group \"model-repositry\"",
+        ),
+        (
+            "[auth]\nopen_groups = [\"helth\"]\n",
+            "unknown variant `helth`",
+        ),
     ];
     for (text, error) in cases {
         let file = temp_file("bad", text);

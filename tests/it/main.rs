@@ -88,7 +88,9 @@
 //!
 //! | module | what it tests | against |
 //! | --- | --- | --- |
-//! | `architecture_doc` | ARCHITECTURE.md true to the tree: a code-map line per `src/` module, cited paths and tests exist, every invariant names a test | files |
+//! | `architecture_doc` | ARCHITECTURE.md true to the tree: a code-map line per `src/` module, cited paths and tests exist, every invariant names a test, every Rust item it names exists where its path says | files |
+//! | `archive_doc` | docs/archive/ stays frozen: nothing dated after its freeze, no link to it from the pages on the reading path | files |
+//! | `protocol_doc` | every `v2 §` / `v1 §` citation in code, tests and docs names a section (and row, rule, step or item) that docs/protocol-v2.md or docs/protocol-v1.md has; no citation of the old single page, none that leaves its page unsaid | files |
 //! | `layering` | imports: no circle in any crate of the workspace; in the gateway, its layer table, who sees the protobuf types, impls beside their type | files (each crate's `src/`) |
 //! | `test_index` | this index: every module declared here has a row, every row names a declared module | this file |
 //!
@@ -105,6 +107,7 @@ mod support;
 mod v1;
 
 mod architecture_doc;
+mod archive_doc;
 mod check_config;
 mod closing;
 mod codec_fixtures;
@@ -118,6 +121,7 @@ mod layering;
 mod metrics;
 mod pool;
 mod process;
+mod protocol_doc;
 mod relayed_grpc;
 mod reload;
 mod shared_memory;
