@@ -11,10 +11,15 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::backend::{Backend, Lease, OptionalRpc};
+use tonic::body::Body;
+use tonic::Status;
+
 use super::pool::{Pool, Target};
+use super::raw::{carried_status, RawReply, GRPC_STATUS};
 use crate::context::{AttemptClock, RequestContext};
 use crate::error::{causes, duration_text, failure_text, Error, Kind, Result};
 use crate::trace::TraceContext;
@@ -115,6 +120,29 @@ impl Pool {
         F: Fn(&Lease, Duration) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
+        let at_once = |value, running: Running<'_>, _lease| {
+            running.succeeded();
+            value
+        };
+        self.call_then(ctx, spec, rpc, at_once).await
+    }
+
+    /// [`Pool::call`], the end of a successful attempt left to `then`,
+    /// given the attempt and its lease: a value that is whole ends it at
+    /// once; a raw reply, whose body is still to come, when its body ends
+    /// (`raw::settled`), holding the lease until then.
+    pub(crate) async fn call_then<T, F, Fut, G>(
+        &self,
+        ctx: &RequestContext,
+        spec: &CallSpec<'_>,
+        rpc: F,
+        then: G,
+    ) -> Result<T>
+    where
+        F: Fn(&Lease, Duration) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+        G: Fn(T, Running<'_>, Lease) -> T,
+    {
         self.started().await;
         let CallSpec {
             target,
@@ -141,18 +169,21 @@ impl Pool {
                     })
                 }
             };
-            match self.call_on(ctx, &lease, deadline, &rpc).await {
+            let addr = lease.addr();
+            match self.call_on(ctx, lease, deadline, &rpc, &then).await {
                 Err(Attempt::NeverReached(error)) if tried + 1 < attempts => {
-                    tracing::debug!(backend = %lease.addr(), error = %error, "attempt never reached the backend; retrying elsewhere");
-                    skipped.push(lease.addr());
+                    tracing::debug!(backend = %addr, error = %error, "attempt never reached the backend; retrying elsewhere");
+                    skipped.push(addr);
                     tried += 1;
                 }
                 Err(Attempt::Failed(error)) if error.kind == Kind::Unsupported => {
                     let Some(rpc) = optional else {
                         return Err(error);
                     };
-                    lease.backend().record_missing(rpc);
-                    return Err(Error::missing_rpc(rpc.name(), lease.addr()));
+                    if let Some(backend) = self.backend(&addr) {
+                        backend.record_missing(rpc);
+                    }
+                    return Err(Error::missing_rpc(rpc.name(), addr));
                 }
                 Err(attempt) => return Err(attempt.into_error()),
                 Ok(value) => return Ok(value),
@@ -190,10 +221,12 @@ impl Pool {
             let (pool, ctx, rpc) = (self.clone(), ctx.clone(), rpc.clone());
             tasks.spawn(async move {
                 let deadline = pool.deadline(deadline);
-                let result = pool.call_on(&ctx, &lease, deadline, rpc).await;
+                let (addr, backend) = (lease.addr(), lease.backend().clone());
+                let at_once = |(), running: Running<'_>, _lease| running.succeeded();
+                let result = pool.call_on(&ctx, lease, deadline, rpc, at_once).await;
                 let timeout = pool.settings().health_timeout;
-                super::health::refresh_models(lease.backend(), timeout).await;
-                (lease.addr(), result.map(drop).map_err(Attempt::into_error))
+                super::health::refresh_models(&backend, timeout).await;
+                (addr, result.map_err(Attempt::into_error))
             });
         }
         let mut outcomes = Vec::new();
@@ -219,31 +252,32 @@ impl Pool {
     /// `Duration` is the gateway's own), with passive health accounting
     /// and the call's metrics ([`Pool::attempt_succeeded`],
     /// [`Pool::attempt_failed`]); its time is added
-    /// to `ctx`. An attempt dropped before it ends (its request's client
-    /// went away) is counted as `cancelled`.
-    pub(super) async fn call_on<T, F, Fut>(
+    /// to `ctx`; a successful one ends as `then` says (`call_then`). An
+    /// attempt dropped before it ends (its request's client went away) is
+    /// counted as `cancelled`.
+    pub(super) async fn call_on<T, F, Fut, G>(
         &self,
         ctx: &RequestContext,
-        lease: &Lease,
+        lease: Lease,
         deadline: impl Into<Deadline>,
         rpc: F,
+        then: G,
     ) -> Result<T, Attempt>
     where
         F: FnOnce(&Lease, Duration) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+        G: FnOnce(T, Running<'_>, Lease) -> T,
     {
         let deadline = deadline.into();
-        let backend = lease.backend();
-        let running = Running::new(self, backend, ctx.attempt_started(backend.addr));
+        let backend = lease.backend().clone();
+        let clock = ctx.attempt_started(backend.addr);
+        let running = Running::new(self, backend, deadline, clock);
         let remaining = deadline.remaining();
-        let result = tokio::time::timeout(remaining, rpc(lease, remaining)).await;
+        let result = tokio::time::timeout(remaining, rpc(&lease, remaining)).await;
         match result {
-            Ok(Ok(response)) => {
-                running.succeeded();
-                Ok(response.into_inner())
-            }
-            Ok(Err(status)) => Err(running.failed(Some(&deadline), Failure::Status(status))),
-            Err(_) => Err(running.failed(Some(&deadline), Failure::TimedOut)),
+            Ok(Ok(response)) => Ok(then(response.into_inner(), running, lease)),
+            Ok(Err(status)) => Err(running.failed(Failure::Status(status))),
+            Err(_) => Err(running.failed(Failure::TimedOut)),
         }
     }
 
@@ -349,39 +383,59 @@ pub(super) enum Failure {
 }
 
 /// An attempt under way: ended through [`Running::succeeded`] or
-/// [`Running::failed`], or dropped
-/// unended (its caller went away), which counts it as `cancelled` (no
-/// verdict on the backend; its time stops counting).
-pub(super) struct Running<'p> {
+/// [`Running::failed`], or dropped unended (its caller went away), which
+/// counts it as `cancelled` (no verdict on the backend; its time stops
+/// counting). [`Running::settle`] makes it one that ends later, on its own.
+pub(crate) struct Running<'p> {
     pool: &'p Pool,
-    backend: &'p Backend,
+    backend: Arc<Backend>,
+    deadline: Deadline,
     clock: Option<AttemptClock>,
 }
 
 impl<'p> Running<'p> {
-    pub(super) fn new(pool: &'p Pool, backend: &'p Backend, clock: AttemptClock) -> Running<'p> {
+    pub(super) fn new(
+        pool: &'p Pool,
+        backend: Arc<Backend>,
+        deadline: Deadline,
+        clock: AttemptClock,
+    ) -> Running<'p> {
         Running {
             pool,
             backend,
+            deadline,
             clock: Some(clock),
         }
     }
 
     /// The attempt succeeded ([`Pool::attempt_succeeded`]).
-    pub(super) fn succeeded(mut self) {
+    pub(crate) fn succeeded(mut self) {
         if let Some(clock) = self.clock.take() {
-            self.pool.attempt_succeeded(self.backend, clock);
+            self.pool.attempt_succeeded(&self.backend, clock);
         }
     }
 
     /// The attempt failed ([`Pool::attempt_failed`]).
-    pub(super) fn failed(mut self, deadline: Option<&Deadline>, failure: Failure) -> Attempt {
+    pub(super) fn failed(mut self, failure: Failure) -> Attempt {
         match self.clock.take() {
-            Some(clock) => self
-                .pool
-                .attempt_failed(self.backend, clock, deadline, failure),
+            Some(clock) => {
+                self.pool
+                    .attempt_failed(&self.backend, clock, Some(&self.deadline), failure)
+            }
             // Not reached: `succeeded` and `failed` take the attempt.
             None => Attempt::Failed(Error::internal("an attempt ended twice")),
+        }
+    }
+
+    /// The attempt goes on after its call returned (a raw reply's body is
+    /// still to come): it ends with [`Settle`], which holds the lease
+    /// until then.
+    pub(crate) fn settle(mut self, lease: Lease) -> Settle {
+        Settle {
+            pool: self.pool.me.upgrade(),
+            lease,
+            deadline: self.deadline,
+            clock: self.clock.take(),
         }
     }
 }
@@ -389,8 +443,106 @@ impl<'p> Running<'p> {
 impl Drop for Running<'_> {
     fn drop(&mut self) {
         if let Some(clock) = self.clock.take() {
-            cancelled(self.pool, self.backend, clock);
+            cancelled(self.pool, &self.backend, clock);
         }
+    }
+}
+
+/// An attempt that ends after its call returned (a raw reply ends with
+/// its body): its lease held, accounted as [`Running`] is when it ends, or
+/// as `cancelled` when dropped first.
+pub(crate) struct Settle {
+    /// `None` only while the pool itself is being dropped.
+    pool: Option<Arc<Pool>>,
+    lease: Lease,
+    deadline: Deadline,
+    clock: Option<AttemptClock>,
+}
+
+impl Settle {
+    /// The attempt succeeded.
+    pub(crate) fn succeeded(mut self) {
+        if let (Some(pool), Some(clock)) = (&self.pool, self.clock.take()) {
+            pool.attempt_succeeded(self.lease.backend(), clock);
+        }
+    }
+
+    /// The attempt failed: `status` says how (a reset, or the server's
+    /// own error in its trailers).
+    pub(crate) fn failed(mut self, status: tonic::Status) {
+        if let (Some(pool), Some(clock)) = (&self.pool, self.clock.take()) {
+            let failure = Failure::Status(status);
+            pool.attempt_failed(self.lease.backend(), clock, Some(&self.deadline), failure);
+        }
+    }
+}
+
+impl Drop for Settle {
+    fn drop(&mut self) {
+        if let (Some(pool), Some(clock)) = (&self.pool, self.clock.take()) {
+            cancelled(pool, self.lease.backend(), clock);
+        }
+    }
+}
+
+/// `reply` with its attempt ending when its body does (`call_then`): the
+/// trailers' status says how — OK a success, another code the server's own
+/// error — and a body that breaks off (a reset, a connection gone) fails
+/// the attempt as a failed unary call fails, blamed on the backend; a
+/// reply dropped before its end is `cancelled`. A reply that carries its
+/// status in its head ends the attempt at once. The attempt's lease (the
+/// backend's in-flight count) lasts until then.
+pub(crate) fn settled(reply: RawReply, settle: Settle) -> RawReply {
+    if reply.headers().contains_key(GRPC_STATUS) {
+        settle.succeeded();
+        return reply;
+    }
+    reply.map(|body| {
+        Body::new(Settled {
+            body,
+            settle: Some(settle),
+        })
+    })
+}
+
+/// A raw reply's body, its attempt settled at its end.
+struct Settled {
+    body: Body,
+    settle: Option<Settle>,
+}
+
+impl http_body::Body for Settled {
+    type Data = bytes::Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Status>>> {
+        let frame = std::task::ready!(std::pin::Pin::new(&mut self.body).poll_frame(cx));
+        let ended = match &frame {
+            Some(Ok(frame)) => frame.trailers_ref().map(carried_status),
+            Some(Err(status)) => Some(Some(Err(status.clone()))),
+            None => Some(None),
+        };
+        // Taken only at the end: a frame before it leaves the attempt on.
+        let settle = match ended {
+            Some(status) => self.settle.take().map(|settle| (settle, status)),
+            None => None,
+        };
+        match settle {
+            Some((settle, Some(Ok(())))) => settle.succeeded(),
+            Some((settle, Some(Err(status)))) => settle.failed(status),
+            Some((settle, None)) => {
+                settle.failed(Status::unknown("the reply ended without a status"))
+            }
+            None => {}
+        }
+        std::task::Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
     }
 }
 
@@ -447,11 +599,102 @@ pub(crate) fn never_reached(status: &tonic::Status) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use std::collections::VecDeque;
+
+    use http::HeaderValue;
+    use http_body::Body as _;
 
     use super::*;
     use crate::metrics::Metrics;
     use crate::upstream::UpstreamSettings;
+
+    /// A body of the given frames, then its end.
+    struct Frames(VecDeque<Result<http_body::Frame<bytes::Bytes>, Status>>);
+
+    impl http_body::Body for Frames {
+        type Data = bytes::Bytes;
+        type Error = Status;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Status>>> {
+            std::task::Poll::Ready(self.0.pop_front())
+        }
+    }
+
+    /// How many calls on the pool's one backend ended with `outcome`.
+    fn calls(metrics: &Metrics, label: &str, outcome: &str) -> u64 {
+        metrics
+            .upstream_calls
+            .with_label_values(&[label, outcome])
+            .get()
+    }
+
+    /// A reply with `frames` as its body, settled on a pool of one
+    /// backend that one failure ejects; the body read to its end.
+    async fn read_settled(
+        frames: Vec<Result<http_body::Frame<bytes::Bytes>, Status>>,
+    ) -> Arc<Pool> {
+        let mut settings = UpstreamSettings::for_tests();
+        settings.addresses = vec!["127.0.0.1:9".into()];
+        settings.eject_after_failures = 1;
+        let pool = Pool::new(settings, Arc::new(Metrics::new()));
+        pool.discover().await.expect("a static address");
+        pool.backends()[0].mark_seen_ready();
+        let lease = pool.pick(&Target::default(), &[]).expect("the backend");
+        let ctx = RequestContext::untraced();
+        let clock = ctx.attempt_started(lease.addr());
+        let deadline = Deadline::configured(Duration::from_secs(60));
+        let running = Running::new(&pool, lease.backend().clone(), deadline, clock);
+        let reply = http::Response::new(Body::new(Frames(frames.into())));
+        let mut body = settled(reply, running.settle(lease)).into_body();
+        loop {
+            let frame = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx));
+            if frame.await.is_none() {
+                break;
+            }
+        }
+        assert_eq!(
+            pool.backends()[0].inflight(),
+            0,
+            "the lease lasts as long as the body"
+        );
+        pool
+    }
+
+    #[tokio::test]
+    async fn a_relayed_reply_ends_its_attempt_with_its_body() {
+        let data = || {
+            Ok(http_body::Frame::data(bytes::Bytes::from_static(
+                b"\0\0\0\0\0",
+            )))
+        };
+        let mut ok = http::HeaderMap::new();
+        ok.insert(GRPC_STATUS, HeaderValue::from_static("0"));
+        let pool = read_settled(vec![data(), Ok(http_body::Frame::trailers(ok))]).await;
+        let label = pool.backends()[0].label.clone();
+        assert_eq!(calls(pool.metrics(), &label, "ok"), 1);
+        assert!(pool.backends()[0].usable());
+
+        // A body that breaks off: a failed call, blamed on the backend.
+        let reset = tonic::Status::from_error(Box::new(std::io::Error::from(
+            std::io::ErrorKind::ConnectionReset,
+        )));
+        let pool = read_settled(vec![data(), Err(reset)]).await;
+        let backend = &pool.backends()[0];
+        assert_eq!(calls(pool.metrics(), &backend.label, "unreachable"), 1);
+        assert_eq!(calls(pool.metrics(), &backend.label, "ok"), 0);
+        assert!(backend.ejected(), "one failure ejects in this pool");
+
+        // The server's own error in the trailers: it answered.
+        let mut failed = http::HeaderMap::new();
+        failed.insert(GRPC_STATUS, HeaderValue::from_static("3"));
+        let pool = read_settled(vec![data(), Ok(http_body::Frame::trailers(failed))]).await;
+        let backend = &pool.backends()[0];
+        assert_eq!(calls(pool.metrics(), &backend.label, "error"), 1);
+        assert!(!backend.ejected());
+    }
 
     #[test]
     fn only_the_gateways_deadline_is_blamed_on_the_backend() {

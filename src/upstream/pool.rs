@@ -49,7 +49,7 @@ pub struct Pool {
     /// The background loop is started by the first call, on the runtime
     /// that serves requests.
     started: std::sync::Once,
-    me: std::sync::Weak<Pool>,
+    pub(super) me: std::sync::Weak<Pool>,
     /// What discovery resolves (replaced by a configuration reload).
     addresses: Addresses,
     /// Set by a reload: the next pass runs discovery at once.

@@ -10,9 +10,11 @@ use crate::body::BodyRest;
 use crate::context::RequestContext;
 use crate::error::Result;
 use crate::proto::inference::{ModelInferRequest, ModelInferResponse};
-use crate::upstream::call::CallSpec;
+use crate::upstream::call::{settled, CallSpec, Running};
 use crate::upstream::encoded::EncodedInfer;
+
 use crate::upstream::rpc::unary;
+use crate::upstream::Lease;
 
 /// The backend's reply to a relayed `ModelInfer`, as it comes: its head,
 /// then its DATA frames and trailers, undecoded.
@@ -101,12 +103,14 @@ pub(crate) async fn relay_raw(
         RelayedMessage::Streamed { seen, owed, rest } => EncodedInfer::raw(seen, owed, rest),
     };
     let spec = relayed(&aim, relay);
-    pool(gateway, &aim)
-        .call(ctx, &spec, |lease, timeout| {
-            let message = message.clone();
-            lease.raw().call(relay.metadata.clone(), timeout, message)
-        })
-        .await
+    let rpc = |lease: &Lease, timeout| {
+        let message = message.clone();
+        lease.raw().call(relay.metadata.clone(), timeout, message)
+    };
+    // The attempt ends with the reply's body: a reply that breaks off is
+    // a failed call, and the backend counts it in flight until then.
+    let then = |reply, running: Running<'_>, lease| settled(reply, running.settle(lease));
+    pool(gateway, &aim).call_then(ctx, &spec, rpc, then).await
 }
 
 /// A client's call: its target, its deadline, and no memory of optional

@@ -132,23 +132,22 @@ pub(crate) async fn infer<D: Decoder>(
         true => collected(gateway, ctx, &request, rest.as_ref()).await,
         false => crate::app::shm::call_into(gateway, ctx, &request, rest.as_ref(), held).await,
     };
-    let mut response = response.map_err(|error| worded(&request, error))?;
-    outputs::keep_requested(&mut response, &request)?;
+    let response = response.map_err(|error| worded(&request, error))?;
     // Sent: the answer is made without the input tensors.
     request.inputs = Vec::new();
     Ok((Inferred::Whole { request, response }, kept))
 }
 
 /// `ModelInfer` of `request` through the door, its answer collected and
-/// translated (with the client's own id). Streamed inputs are sent from
-/// `rest` as they arrive.
-pub(crate) async fn collected(
+/// assembled (`from_grpc::answer`). Streamed inputs are sent from `rest`
+/// as they arrive.
+async fn collected(
     gateway: &Gateway,
     ctx: &RequestContext,
     request: &InferRequest,
     rest: Option<&BodyRest>,
 ) -> Result<InferResponse> {
     let call = InferCall::new(request, rest.cloned());
-    let response = door::infer(gateway, ctx, call).await?;
-    Ok(from_grpc::model_infer(response, &request.id))
+    let reply = door::infer(gateway, ctx, call).await?;
+    from_grpc::answer(reply, None, request)
 }

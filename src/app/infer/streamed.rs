@@ -93,9 +93,7 @@ async fn answer(
     }
     let whole = async {
         let raw = collect(&mut tapped).await?;
-        let mut response = from_grpc::model_infer_with_raw(response, raw, &request.id);
-        outputs::keep_requested(&mut response, &request)?;
-        Ok(response)
+        from_grpc::answer(response, Some(raw), &request)
     };
     match whole.await {
         Ok(response) => Ok(Inferred::Whole { request, response }),

@@ -176,7 +176,7 @@ impl Sink {
         let mut held = std::mem::take(&mut self.held);
         held.outputs
             .retain(|_| !written.next().copied().unwrap_or(false));
-        let response = from_grpc::model_infer_with_raw(head, raw, &self.request.id);
+        let response = from_grpc::answer(head, Some(raw), &self.request)?;
         Ok((response, held))
     }
 }

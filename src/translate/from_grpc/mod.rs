@@ -10,7 +10,7 @@ pub(crate) mod stream;
 use bytes::Bytes;
 
 use crate::model::{
-    DataType, DeclaredType, InferResponse, ModelInfo, OutputTensor, Param, TensorInfo,
+    DataType, DeclaredType, InferRequest, InferResponse, ModelInfo, OutputTensor, Param, TensorInfo,
 };
 use crate::proto::inference::{
     infer_parameter::ParameterChoice, model_metadata_response::TensorMetadata,
@@ -81,6 +81,24 @@ pub fn model_infer_with_raw(
 ) -> InferResponse {
     response.raw_output_contents = raw;
     model_infer(response, request_id)
+}
+
+/// The client's answer to `request` from the upstream's reply, the one
+/// place an inference's answer is assembled: translated ([`model_infer`],
+/// the raw outputs in `raw` when they came apart from the reply), with
+/// the client's own id, keeping only the outputs the request names (a
+/// named output the reply lacks is refused as Triton refuses it).
+pub(crate) fn answer(
+    reply: ModelInferResponse,
+    raw: Option<Vec<Bytes>>,
+    request: &InferRequest,
+) -> crate::error::Result<InferResponse> {
+    let mut answer = match raw {
+        Some(raw) => model_infer_with_raw(reply, raw, &request.id),
+        None => model_infer(reply, &request.id),
+    };
+    super::outputs::keep_requested(&mut answer, request)?;
+    Ok(answer)
 }
 
 /// Servers other than Triton may answer with typed `contents` (v2 §9
