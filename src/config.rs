@@ -2,6 +2,7 @@
 //! command-line overrides, validated as a whole before any port is bound.
 //! Every default is a named constant with the reason beside it.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -11,11 +12,13 @@ use serde::{Deserialize, Serialize};
 mod auth;
 mod connections;
 mod generate;
+mod routes;
 mod shared_memory;
 pub(crate) use auth::SECRET_SHOWN;
 pub use auth::{ApiKey, Auth, Group, RestrictedApi};
 pub use connections::Connections;
 pub use generate::Generate;
+pub use routes::{glob_match, FrontKind, HeaderMatch, MirrorRule, RouteRule, DEFAULT_GROUP};
 pub use shared_memory::{Mode as SharedMemoryMode, SharedMemory};
 pub mod v1;
 
@@ -82,7 +85,19 @@ pub const DEFAULT_THREADS: usize = 2;
 pub struct Config {
     pub server: Server,
     pub connections: Connections,
+    /// The group `default` (when given, or when `upstreams` is empty).
     pub upstream: Upstream,
+    /// Named upstream groups besides `default`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub upstreams: BTreeMap<String, Upstream>,
+    /// The rules that send each request to a group, first match wins.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<RouteRule>,
+    /// `[upstream]` was not written beside `[upstreams]` (nor
+    /// `--upstream` given): then there is no group `default` but one
+    /// `[upstreams.default]` defines.
+    #[serde(skip)]
+    pub upstream_omitted: bool,
     pub limits: Limits,
     pub http: Http,
     pub grpc: Grpc,
@@ -367,43 +382,41 @@ impl Upstream {
         Duration::from_millis(self.model_info_ttl_ms)
     }
 
-    /// Checks every address is `HOST:PORT` (names resolve later, often).
-    fn validate(&self) -> Result<(), String> {
+    /// Checks every address is `HOST:PORT` (names resolve later, often)
+    /// and every count and time is above 0; `table` names the table in
+    /// the messages (`upstream`, `upstreams.NAME`).
+    fn validate(&self, table: &str) -> Result<(), String> {
         if self.addresses.is_empty() {
-            return Err("upstream.addresses must list at least one HOST:PORT".into());
+            return Err(format!(
+                "{table}.addresses must list at least one HOST:PORT"
+            ));
         }
         for address in &self.addresses {
             match address.rsplit_once(':') {
                 Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
                 _ => {
                     return Err(format!(
-                        "upstream.addresses: each must be HOST:PORT, got {address:?}"
+                        "{table}.addresses: each must be HOST:PORT, got {address:?}"
                     ))
                 }
             }
         }
         let h = &self.health;
         let positive = [
-            ("upstream.max_attempts", self.max_attempts as u64),
-            ("upstream.discovery_interval_ms", self.discovery_interval_ms),
-            ("upstream.model_refresh_ms", self.model_refresh_ms),
-            ("upstream.health.interval_ms", h.interval_ms),
-            ("upstream.health.timeout_ms", h.timeout_ms),
-            (
-                "upstream.health.healthy_threshold",
-                h.healthy_threshold as u64,
-            ),
-            (
-                "upstream.health.unhealthy_threshold",
-                h.unhealthy_threshold as u64,
-            ),
-            (
-                "upstream.health.eject_after_failures",
-                h.eject_after_failures as u64,
-            ),
+            ("max_attempts", self.max_attempts as u64),
+            ("discovery_interval_ms", self.discovery_interval_ms),
+            ("model_refresh_ms", self.model_refresh_ms),
+            ("max_message_bytes", self.max_message_bytes as u64),
+            ("request_timeout_ms", self.request_timeout_ms),
+            ("connect_timeout_ms", self.connect_timeout_ms),
+            ("health.interval_ms", h.interval_ms),
+            ("health.timeout_ms", h.timeout_ms),
+            ("health.healthy_threshold", h.healthy_threshold as u64),
+            ("health.unhealthy_threshold", h.unhealthy_threshold as u64),
+            ("health.eject_after_failures", h.eject_after_failures as u64),
         ];
         match positive.iter().find(|(_, v)| *v == 0) {
-            Some((name, _)) => Err(format!("{name} must be greater than 0")),
+            Some((name, _)) => Err(format!("{table}.{name} must be greater than 0")),
             None => Ok(()),
         }
     }
@@ -431,16 +444,92 @@ impl Config {
         Config::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
+    /// Parses a TOML text (not yet validated): each rule of `[[routes]]`
+    /// keeps its line, for the messages of its mistakes.
     pub fn from_toml(text: &str) -> Result<Config, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
+        let mut config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+        /// The document's tables as written, for what the typed form
+        /// cannot say: which tables were given, and where.
+        #[derive(Deserialize)]
+        struct Written {
+            upstream: Option<toml::Value>,
+            #[serde(default)]
+            routes: Vec<toml::Spanned<toml::Value>>,
+        }
+        let written: Written = toml::from_str(text).map_err(|e| e.to_string())?;
+        // Without `[upstreams]`, `[upstream]` is the group, written or not.
+        config.upstream_omitted = written.upstream.is_none() && !config.upstreams.is_empty();
+        for (rule, spanned) in config.routes.iter_mut().zip(&written.routes) {
+            let start = spanned.span().start.min(text.len());
+            rule.line = routes::Line(Some(text[..start].matches('\n').count() + 1));
+        }
+        Ok(config)
+    }
+
+    /// Every upstream group by name: `[upstreams.NAME]`, and `default`
+    /// (`[upstream]`) when it was given or no other group is.
+    pub fn groups(&self) -> BTreeMap<&str, &Upstream> {
+        let mut groups: BTreeMap<&str, &Upstream> = self
+            .upstreams
+            .iter()
+            .map(|(name, group)| (name.as_str(), group))
+            .collect();
+        if !self.upstream_omitted {
+            groups.insert(DEFAULT_GROUP, &self.upstream);
+        }
+        groups
+    }
+
+    /// The largest message any group takes: what the gRPC front accepts
+    /// before it knows where a message goes (each group's own limit holds
+    /// for its calls).
+    pub fn max_message_bytes(&self) -> usize {
+        self.groups()
+            .values()
+            .map(|group| group.max_message_bytes)
+            .max()
+            .unwrap_or(self.upstream.max_message_bytes)
+    }
+
+    /// The groups and the rules: `default` defined once, each group
+    /// valid, the rules naming groups that exist.
+    fn validate_groups(&self) -> Result<(), String> {
+        if !self.upstream_omitted && self.upstreams.contains_key(DEFAULT_GROUP) {
+            return Err(format!(
+                "[upstream] is the group {DEFAULT_GROUP:?}: [upstreams.{DEFAULT_GROUP}] defines it a second time"
+            ));
+        }
+        for (name, group) in self.groups() {
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return Err(format!(
+                    "upstreams.{name}: a group's name is letters, digits, '_' and '-'"
+                ));
+            }
+            let table = match name {
+                DEFAULT_GROUP if !self.upstreams.contains_key(name) => "upstream".to_string(),
+                _ => format!("upstreams.{name}"),
+            };
+            group.validate(&table)?;
+        }
+        let names: BTreeSet<&str> = self.groups().into_keys().collect();
+        routes::validate(&self.routes, &names)
     }
 
     /// The configuration as TOML that [`Config::from_toml`] reads back to
     /// the same value: every section and every key with its value, defaults
     /// included, except optional keys that are unset (TOML has no null).
-    /// `tensorgate check-config` prints it.
+    /// `tensorgate check-config` prints it. `[upstream]` is left out when
+    /// it is not a group (named groups only), so that it stays none.
     pub fn to_toml(&self) -> Result<String, String> {
-        toml::to_string(self).map_err(|e| e.to_string())
+        let mut value = toml::Table::try_from(self).map_err(|e| e.to_string())?;
+        if self.upstream_omitted {
+            value.remove("upstream");
+        }
+        toml::to_string(&value).map_err(|e| e.to_string())
     }
 
     /// The same configuration with its secrets (API keys, the values of
@@ -459,7 +548,7 @@ impl Config {
     /// Checks everything that would otherwise fail after ports are bound.
     pub fn validate(&self) -> Result<(), String> {
         self.listen_addr()?;
-        self.upstream.validate()?;
+        self.validate_groups()?;
         self.auth.validate()?;
         self.validate_tls()?;
         tracing_subscriber::EnvFilter::try_new(&self.log.level)
@@ -487,18 +576,6 @@ impl Config {
             (
                 "limits.body_timeout_ms",
                 self.limits.body_timeout_ms as usize,
-            ),
-            (
-                "upstream.max_message_bytes",
-                self.upstream.max_message_bytes,
-            ),
-            (
-                "upstream.request_timeout_ms",
-                self.upstream.request_timeout_ms as usize,
-            ),
-            (
-                "upstream.connect_timeout_ms",
-                self.upstream.connect_timeout_ms as usize,
             ),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {

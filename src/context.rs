@@ -2,7 +2,8 @@
 //! request and passed down, explicitly, to every upstream call made for
 //! it. It carries the trace context those calls propagate, and collects
 //! what they spent upstream (for the access log, the request's span and
-//! the gateway-time metric). A clone is the same request: its calls add
+//! the gateway-time metric) and where the routes sent it (the access
+//! log's group and rule). A clone is the same request: its calls add
 //! to the one record (a call spawned for a request that outlives the
 //! front's own part of it, like a streamed answer's).
 
@@ -10,7 +11,55 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
+use crate::config::FrontKind;
 use crate::trace::TraceContext;
+
+/// What a request tells the routes about itself (`app::routing`), read
+/// once by the front it came through.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RouteFacts {
+    /// The front (`None`: a call of the gateway's own, for no client).
+    pub(crate) front: Option<FrontKind>,
+    /// The values of the headers (gRPC: metadata keys) the rules read,
+    /// in the order `Routing::headers` lists them.
+    pub(crate) headers: Vec<Option<Bytes>>,
+    /// The name of the API key the request carries.
+    pub(crate) key_name: Option<Arc<str>>,
+    /// The request's own draw, for a split without a key: one value for
+    /// all the calls of the request ([`next_draw`]).
+    pub(crate) draw: u64,
+}
+
+impl RouteFacts {
+    /// The facts of a request through `front`, with a fresh draw.
+    pub(crate) fn of(front: FrontKind) -> RouteFacts {
+        RouteFacts {
+            front: Some(front),
+            draw: next_draw(),
+            ..RouteFacts::default()
+        }
+    }
+}
+
+/// The next request's draw: a Weyl sequence (the golden ratio's step), so
+/// consecutive draws spread evenly over the range and a split's weights
+/// hold over any run of requests, not only on average.
+pub(crate) fn next_draw() -> u64 {
+    static DRAWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    DRAWS
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// Where the routes sent a request's first call (`app::routing`): its
+/// group, and the rule that matched (`None`: none did).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct RouteNote {
+    pub group: Option<Arc<str>>,
+    pub rule: Option<Arc<str>>,
+}
 
 /// What a request spent upstream: time summed over its calls and their
 /// attempts, and the last backend that answered.
@@ -24,6 +73,8 @@ pub(crate) struct UpstreamUse {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct RequestContext {
     trace: Option<TraceContext>,
+    /// What the routes match on (`app::routing`).
+    facts: RouteFacts,
     /// Written twice per upstream attempt, read once at the answer: a lock
     /// nobody waits on (a request's calls run one after the other, or
     /// side by side in a fan-out).
@@ -72,6 +123,7 @@ impl Drop for AttemptClock {
 struct Record {
     ended: UpstreamUse,
     running: Vec<Instant>,
+    route: RouteNote,
 }
 
 impl RequestContext {
@@ -91,6 +143,56 @@ impl RequestContext {
 
     pub(crate) fn trace(&self) -> Option<&TraceContext> {
         self.trace.as_ref()
+    }
+
+    /// The request with what its front read for the routes.
+    pub(crate) fn with_facts(mut self, facts: RouteFacts) -> RequestContext {
+        self.facts = facts;
+        self
+    }
+
+    /// Another request with the same trace and facts (a request of the
+    /// same stream): its own draw and its own record.
+    pub(crate) fn another(&self) -> RequestContext {
+        RequestContext {
+            trace: self.trace.clone(),
+            facts: RouteFacts {
+                draw: next_draw(),
+                ..self.facts.clone()
+            },
+            upstream: Arc::default(),
+        }
+    }
+
+    /// What its front read for the routes, once the request is admitted.
+    pub(crate) fn set_facts(&mut self, facts: RouteFacts) {
+        self.facts = facts;
+    }
+
+    /// What the routes match on.
+    pub(crate) fn facts(&self) -> &RouteFacts {
+        &self.facts
+    }
+
+    /// The request was routed to `group` by `rule`: kept for the first
+    /// call routed (a request's later calls follow its first).
+    pub(crate) fn routed(&self, group: &Arc<str>, rule: Option<&Arc<str>>) {
+        if let Ok(mut record) = self.upstream.lock() {
+            if record.route.group.is_none() {
+                record.route = RouteNote {
+                    group: Some(group.clone()),
+                    rule: rule.cloned(),
+                };
+            }
+        }
+    }
+
+    /// Where the request was routed, if it was.
+    pub(crate) fn route_note(&self) -> RouteNote {
+        match self.upstream.lock() {
+            Ok(record) => record.route.clone(),
+            Err(_) => RouteNote::default(),
+        }
     }
 
     /// An upstream attempt on `backend` starts now; it counts as running

@@ -148,6 +148,7 @@ fn run() -> ExitCode {
     std::mem::forget(telemetry);
     if let Some(Command::Demo { backends, .. }) = cli.command {
         config.upstream.addresses.clear();
+        config.upstream_omitted = false;
         for _ in 0..backends.max(1) {
             let addr = "127.0.0.1:0".parse().expect("literal address");
             match tensorgate_demo::DemoUpstream::start_in_background(addr) {
@@ -175,6 +176,7 @@ fn run() -> ExitCode {
                 // The demo's own upstreams are not in any file.
                 if matches!(reload_cli.command, Some(Command::Demo { .. })) {
                     config.upstream.addresses = demo_addresses.clone();
+                    config.upstream_omitted = false;
                 }
                 Ok(config)
             }));
@@ -274,6 +276,7 @@ fn settle(
     listen("", &None, "tls.listen", &mut config.tls.listen)?;
     if let Some(upstream) = upstream {
         config.upstream.addresses = upstream.to_vec();
+        config.upstream_omitted = false;
     }
     if let Some(n) = flags.http_max_input_size {
         config.limits.max_input_size = n;

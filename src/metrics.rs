@@ -4,7 +4,11 @@
 //! `Route` variant), model (only for answers that are not 404, so unknown
 //! names cannot grow the series without bound) and status; per-backend
 //! series by backend address. Backend health and in-flight gauges are
-//! handed in at scrape time ([`BackendGauge`]).
+//! handed in at scrape time ([`BackendGauge`]). With `[[routes]]`, the
+//! inference calls of each rule are counted per group they went to (a
+//! split's side) and mirrors per rule, with their answers' agreement;
+//! the series of a rule are made once, when it is compiled
+//! (`app::routing`), so a call counts without a lookup.
 
 use std::time::Duration;
 
@@ -33,9 +37,21 @@ pub struct Metrics {
     pub rejected: IntCounterVec,
     /// Requests cut by the end of the drain's grace period.
     pub drain_cut: IntCounter,
+    /// Inference calls by rule (`routes[N]` or its `name`; `default`: no
+    /// rule matched), group and outcome (ok, error).
+    pub route_calls: IntCounterVec,
+    pub route_seconds: HistogramVec,
+    /// Mirror calls that were sent, by rule, group and outcome.
+    pub mirror_calls: IntCounterVec,
+    /// Requests a rule would have mirrored but did not, by reason.
+    pub mirror_skipped: IntCounterVec,
+    /// Mirrored inferences by whether their answer agreed with the
+    /// primary's (agree, differ, uncompared).
+    pub mirror_agreement: IntCounterVec,
     inflight: IntGaugeVec,
     backend_up: IntGaugeVec,
     backend_inflight: IntGaugeVec,
+    group_usable: IntGaugeVec,
 }
 
 impl Metrics {
@@ -85,6 +101,12 @@ impl Metrics {
             inflight: gauge("tensorgate_inflight_requests", "Requests being answered.", &["listener"]),
             backend_up: gauge("tensorgate_backend_up", "1 while a backend takes traffic (seen ready, healthy, not ejected or draining).", &["backend"]),
             backend_inflight: gauge("tensorgate_backend_inflight_requests", "Upstream calls in flight, by backend.", &["backend"]),
+            group_usable: gauge("tensorgate_group_usable_backends", "Backends taking traffic now, by upstream group.", &["group"]),
+            route_calls: counter("tensorgate_route_calls_total", "Inference calls by routing rule, the group they went to (a split's side) and outcome (ok, error).", &["rule", "group", "outcome"]),
+            route_seconds: histogram("tensorgate_route_call_duration_seconds", "Time of unary inference calls upstream, by routing rule and group.", &["rule", "group"]),
+            mirror_calls: counter("tensorgate_mirror_calls_total", "Mirror calls sent, by routing rule, mirror group and outcome (ok, error).", &["rule", "group", "outcome"]),
+            mirror_skipped: counter("tensorgate_mirror_skipped_total", "Requests a rule's mirror would have copied but did not, by reason (size, inflight, streamed, shared_memory).", &["rule", "reason"]),
+            mirror_agreement: counter("tensorgate_mirror_agreement_total", "Mirrored inferences by verdict: agree (outputs equal, or within the mirror's tolerance), differ, uncompared (either call failed, or the answer was over max_bytes).", &["rule", "verdict"]),
             registry,
         }
     }
@@ -103,8 +125,15 @@ impl Metrics {
     pub fn render<'a>(
         &self,
         backends: impl IntoIterator<Item = BackendGauge<'a>>,
+        groups: impl IntoIterator<Item = (&'a str, usize)>,
         inflight_http: usize,
     ) -> Vec<u8> {
+        self.group_usable.reset();
+        for (group, usable) in groups {
+            self.group_usable
+                .with_label_values(&[group])
+                .set(usable as i64);
+        }
         self.inflight
             .with_label_values(&["http"])
             .set(inflight_http as i64);

@@ -1,6 +1,8 @@
-//! Repository control across the upstream group: a load or unload goes to
-//! every ready backend at once (`upstream.fanout_repository`), so a model
-//! is placed fleet-wide, and the answer says which backends succeeded.
+//! Repository control across an upstream group: a load or unload goes to
+//! the group the model's route names (`app::routing`; the model under its
+//! name there), to every ready backend of it at once
+//! (`fanout_repository` of the group), so a model is placed group-wide,
+//! and the answer says which backends succeeded.
 //! Each backend that answered has its model list refreshed at once, so
 //! model-aware routing follows without waiting for the next refresh.
 //! The core ([`control_repository`]) serves every front; each renders the
@@ -10,7 +12,8 @@ use std::time::Duration;
 
 use tonic::metadata::MetadataMap;
 
-use crate::app::door::Relay;
+use crate::app::door::{self, Aim, Relay};
+use crate::app::routing::Routed;
 use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
@@ -37,8 +40,8 @@ struct Outcome {
     result: Result<()>,
 }
 
-/// Load or unload `model` on every ready backend
-/// (`upstream.fanout_repository`) or on one serving the model; shared by
+/// Load or unload `model` on every ready backend of its route's group
+/// (its `fanout_repository`) or on one serving the model; shared by
 /// every front (`relay`: a client's call passed on, with its deadline and
 /// metadata; `Relay::default()`: the gateway's own). The model's cached
 /// signature is forgotten once the control is done, whatever its outcome:
@@ -50,16 +53,36 @@ pub(crate) async fn control_repository(
     control: Control,
     relay: &Relay,
 ) -> Result<Placed> {
-    let result = if gateway.config().upstream.fanout_repository {
-        fan_out(gateway, ctx, control, relay).await
+    let routed = door::route(gateway, ctx, &Aim::model(model))?;
+    let upstream = routed.model(model);
+    let control = control.named(upstream);
+    let result = if routed.group.config.fanout_repository {
+        fan_out(&routed, ctx, control, relay).await
     } else {
-        one(gateway, ctx, model, control, relay).await
+        one(&routed, ctx, upstream, control, relay).await
     };
-    gateway.models().invalidate(model);
-    result
+    routed.group.models.invalidate(upstream);
+    result.map_err(|error| match routed.upstream_model {
+        Some(_) => door::error_named_back(error, upstream, model),
+        None => error,
+    })
 }
 
 impl Control {
+    /// The control, about the model named `name` upstream.
+    fn named(self, name: &str) -> Control {
+        match self {
+            Control::Load(mut r) => {
+                name.clone_into(&mut r.model_name);
+                Control::Load(r)
+            }
+            Control::Unload(mut r) => {
+                name.clone_into(&mut r.model_name);
+                Control::Unload(r)
+            }
+        }
+    }
+
     /// One attempt on `client`, with the deadline and the metadata.
     async fn send(
         self,
@@ -89,7 +112,7 @@ fn with<T>(message: T, timeout: Duration, metadata: MetadataMap) -> tonic::Reque
 
 /// Sends to one backend (fan-out disabled).
 async fn one(
-    gateway: &Gateway,
+    routed: &Routed,
     ctx: &RequestContext,
     model: &str,
     control: Control,
@@ -103,8 +126,9 @@ async fn one(
         deadline: relay.deadline,
         optional: None,
     };
-    gateway
-        .pool()
+    routed
+        .group
+        .pool
         .call(ctx, &spec, |lease, timeout| {
             control
                 .clone()
@@ -116,7 +140,7 @@ async fn one(
 
 /// Sends to every ready backend at once.
 async fn fan_out(
-    gateway: &Gateway,
+    routed: &Routed,
     ctx: &RequestContext,
     control: Control,
     relay: &Relay,
@@ -127,8 +151,9 @@ async fn fan_out(
             .clone()
             .send(lease.client(), timeout, metadata.clone())
     };
-    let outcomes = gateway
-        .pool()
+    let outcomes = routed
+        .group
+        .pool
         .call_each(ctx, relay.deadline, send)
         .await?
         .into_iter()

@@ -20,8 +20,16 @@ use crate::config::{Auth, Group, Limits};
 use crate::error::{Error, Kind, Result};
 use crate::metrics::Metrics;
 
-/// Groups a key may call (`None`: all).
-type Keys = HashMap<String, Option<Vec<Group>>>;
+/// The keys, each with what it may call and its name.
+type Keys = HashMap<String, KeyEntry>;
+
+/// One key's entry: the groups it may call (`None`: all) and its name
+/// (what a route's `api_key` matches; never the key itself).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct KeyEntry {
+    groups: Option<Vec<Group>>,
+    name: Option<Arc<str>>,
+}
 
 pub(crate) struct Guard {
     /// Triton's restricted APIs: group → (header, value).
@@ -41,6 +49,15 @@ pub(crate) struct Guard {
 pub(crate) struct Permit {
     _client: Option<InflightSlot>,
     _global: Option<GlobalSlot>,
+    /// The name of the API key the request carries, if it has one.
+    key_name: Option<Arc<str>>,
+}
+
+impl Permit {
+    /// The name of the API key the request was admitted with.
+    pub(crate) fn key_name(&self) -> Option<&Arc<str>> {
+        self.key_name.as_ref()
+    }
 }
 
 struct GlobalSlot(Arc<AtomicI64>);
@@ -69,10 +86,11 @@ impl Guard {
             .keys
             .iter()
             .map(|k| {
-                (
-                    k.key.clone(),
-                    (!k.groups.is_empty()).then(|| k.groups.clone()),
-                )
+                let entry = KeyEntry {
+                    groups: (!k.groups.is_empty()).then(|| k.groups.clone()),
+                    name: k.name.as_deref().map(Arc::from),
+                };
+                (k.key.clone(), entry)
             })
             .collect();
         let restricted = auth
@@ -146,9 +164,10 @@ impl Guard {
             metrics.rejected.with_label_values(&[reason]).inc();
             Err(error)
         };
-        if let Err(e) = self.authorize(group, credential) {
-            return refuse("auth", e);
-        }
+        let key_name = match self.authorize(group, credential) {
+            Ok(name) => name,
+            Err(e) => return refuse("auth", e),
+        };
         let global = if self.max_inflight > 0 {
             let slot = GlobalSlot(self.inflight.clone());
             if self.inflight.fetch_add(1, SeqCst) + 1 > self.max_inflight {
@@ -168,6 +187,7 @@ impl Guard {
             return Ok(Permit {
                 _client: None,
                 _global: global,
+                key_name,
             });
         }
         let client = credential
@@ -207,31 +227,54 @@ impl Guard {
         Ok(Permit {
             _client: slot,
             _global: global,
+            key_name,
         })
     }
 
-    fn authorize(&self, group: Group, credential: Option<&str>) -> Result<()> {
-        if !self.auth_enabled() || self.open_groups.contains(&group) {
-            return Ok(());
+    /// The name of the key `credential` is, if it is a known key with a
+    /// name (no admission: nothing counted).
+    pub(crate) fn key_name(&self, credential: Option<&str>) -> Option<Arc<str>> {
+        let key = credential?;
+        if let Some(entry) = self.inline.get(key) {
+            return entry.name.clone();
         }
+        let file_keys = self.file.as_ref().map(KeysFile::current)?;
+        file_keys.get(key).and_then(|e| e.name.clone())
+    }
+
+    /// Whether `credential` may call `group`; `Ok` with the key's name
+    /// when it is a known key that has one (an open group admits any
+    /// request, and still names a known key).
+    fn authorize(&self, group: Group, credential: Option<&str>) -> Result<Option<Arc<str>>> {
+        if !self.auth_enabled() {
+            return Ok(None);
+        }
+        let open = self.open_groups.contains(&group);
         let Some(key) = credential else {
-            return Err(Error::new(
-                Kind::Unauthorized,
-                format!("an API key is required for the '{group}' endpoints"),
-            ));
+            return match open {
+                true => Ok(None),
+                false => Err(Error::new(
+                    Kind::Unauthorized,
+                    format!("an API key is required for the '{group}' endpoints"),
+                )),
+            };
         };
         let file_keys = self.file.as_ref().map(KeysFile::current);
-        let allowed = self
+        let entry = self
             .inline
             .get(key)
             .or_else(|| file_keys.as_ref().and_then(|k| k.get(key)));
-        match allowed {
+        match entry {
+            _ if open => Ok(entry.and_then(|e| e.name.clone())),
             None => Err(Error::new(Kind::Unauthorized, "invalid API key")),
-            Some(Some(groups)) if !groups.contains(&group) => Err(Error::new(
+            Some(KeyEntry {
+                groups: Some(groups),
+                ..
+            }) if !groups.contains(&group) => Err(Error::new(
                 Kind::Forbidden,
                 format!("this API key may not call the '{group}' endpoints"),
             )),
-            Some(_) => Ok(()),
+            Some(entry) => Ok(entry.name.clone()),
         }
     }
 }
@@ -281,13 +324,21 @@ pub(crate) fn parse_keys(text: &str) -> std::result::Result<Keys, String> {
         }
         let mut parts = line.split_whitespace();
         let key = parts.next().unwrap_or_default().to_string();
-        let groups = parts
+        let (named, groups): (Vec<&str>, Vec<&str>) = parts.partition(|p| p.starts_with("name="));
+        let name = match named.as_slice() {
+            [] => None,
+            [named] => Some(Arc::from(&named["name=".len()..])),
+            _ => return Err(format!("line {}: one name= per key", number + 1)),
+        };
+        let groups = groups
+            .iter()
             .flat_map(|p| p.split(','))
             .filter(|g| !g.is_empty())
             .map(Group::read)
             .collect::<std::result::Result<Vec<Group>, String>>()
             .map_err(|e| format!("line {}: {e}", number + 1))?;
-        keys.insert(key, (!groups.is_empty()).then_some(groups));
+        let groups = (!groups.is_empty()).then_some(groups);
+        keys.insert(key, KeyEntry { groups, name });
     }
     Ok(keys)
 }
@@ -314,6 +365,7 @@ mod tests {
                 .map(|(k, g)| ApiKey {
                     key: k.to_string(),
                     groups: g.to_vec(),
+                    name: None,
                 })
                 .collect(),
             ..Auth::default()
@@ -410,12 +462,25 @@ mod tests {
 
     #[test]
     fn keys_files_parse_with_groups_and_comments() {
-        let keys = parse_keys("# ops\nk1\nk2 inference,metadata  # clients\n\n").unwrap();
-        assert_eq!(keys.get("k1"), Some(&None));
+        let keys = parse_keys(
+            "# ops\nk1\nk2 inference,metadata  # clients\nk3 name=team-blue inference\n\n",
+        )
+        .unwrap();
+        let entry = |groups: Option<Vec<Group>>, name: Option<&str>| KeyEntry {
+            groups,
+            name: name.map(Arc::from),
+        };
+        assert_eq!(keys.get("k1"), Some(&entry(None, None)));
         assert_eq!(
             keys.get("k2"),
-            Some(&Some(vec![Group::Inference, Group::Metadata]))
+            Some(&entry(Some(vec![Group::Inference, Group::Metadata]), None))
         );
+        // `name=` names the key for the routes; it is no group.
+        assert_eq!(
+            keys.get("k3"),
+            Some(&entry(Some(vec![Group::Inference]), Some("team-blue")))
+        );
+        assert!(parse_keys("k1 name=a name=b\n").is_err());
         // A group that is not one refuses the file, naming the line.
         let error = parse_keys("k1\nk2 inferance\n").unwrap_err();
         assert!(

@@ -1,6 +1,6 @@
 //! The application core both fronts share (the HTTP front with its v1
 //! routes, the gRPC front with the v1 gRPC service): the gateway's
-//! state ([`Gateway`]: configuration, upstream pool, model cache, access
+//! state ([`Gateway`]: configuration, upstream groups and routes, access
 //! rules, metrics, in-flight count, reload), the access guard, the
 //! upstream calls of an inference request (`infer`) and repository
 //! fan-out. It knows no HTTP or gRPC server types (no type of its own has
@@ -10,10 +10,12 @@
 pub(crate) mod door;
 pub(crate) mod fanout;
 pub(crate) mod guard;
+pub(crate) mod index;
 pub(crate) mod infer;
 mod inflight;
 pub(crate) mod metadata;
 pub(crate) mod models;
+pub(crate) mod routing;
 pub(crate) mod shm;
 pub(crate) mod status;
 pub(crate) mod v1;
@@ -27,9 +29,10 @@ use regex::Regex;
 use crate::config::Config;
 use crate::error::Result;
 use crate::metrics::Metrics;
-use crate::upstream::{Backend, ModelCache, Pool, UpstreamSettings};
+use crate::upstream::Backend;
 use crate::wire::v2_request::DecodeLimits;
 use guard::Guard;
+use routing::Routing;
 
 /// Reads the configuration again (the file, then the command line).
 pub(crate) type ReloadSource = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
@@ -37,13 +40,14 @@ pub(crate) type ReloadSource = Box<dyn Fn() -> Result<Config, String> + Send + S
 /// Everything a request needs, shared by all requests.
 pub struct Gateway {
     config: Config,
-    pool: Arc<Pool>,
+    /// The groups and routes in force (replaced whole by a reload; a call
+    /// keeps the group it was routed to).
+    routing: std::sync::RwLock<Arc<Routing>>,
     inflight: Arc<Inflight>,
     metrics: Arc<Metrics>,
     guard: std::sync::RwLock<Arc<Guard>>,
     /// Where a reload (SIGHUP) reads the configuration from.
     reload_source: std::sync::OnceLock<ReloadSource>,
-    models: ModelCache,
     forward_pattern: Option<Regex>,
     /// Set at SIGTERM: the gateway no longer says it is ready (a watch, so
     /// the gRPC health service can wait for it).
@@ -62,13 +66,8 @@ impl Gateway {
             None => None,
         };
         let metrics = Arc::new(Metrics::new());
-        let pool = Pool::new(
-            UpstreamSettings::from_config(&config.upstream),
-            metrics.clone(),
-        );
         Ok(Gateway {
-            models: ModelCache::new(config.upstream.model_info_ttl()),
-            pool,
+            routing: std::sync::RwLock::new(Arc::new(Routing::new(&config, None, &metrics))),
             guard: std::sync::RwLock::new(Arc::new(Guard::new(&config.auth, &config.limits))),
             reload_source: std::sync::OnceLock::new(),
             metrics,
@@ -92,12 +91,16 @@ impl Gateway {
         &self.inflight
     }
 
-    /// Ready to take requests: not draining, and a backend is ready
-    /// (after the pool's first health pass). Both fronts' readiness
-    /// (HTTP v2 and v1, gRPC `ServerReady`) say this.
+    /// Ready to take requests: not draining, and a backend is ready in a
+    /// group that takes clients' traffic (the default group or one a route
+    /// sends to; a group only mirrored to does not count), after the
+    /// groups' first health passes. One group down of several leaves the
+    /// gateway ready: its models answer their own errors, and the rest
+    /// are served. Both fronts' readiness (HTTP v2 and v1, gRPC
+    /// `ServerReady`) say this.
     pub(crate) async fn ready(&self) -> bool {
-        self.pool.started().await;
-        !self.is_draining() && self.pool.any_usable()
+        self.started().await;
+        !self.is_draining() && self.routing().serving_usable()
     }
 
     /// The drain has begun (SIGTERM): readiness turns false, so a load
@@ -123,39 +126,62 @@ impl Gateway {
     /// health timeout): the server calls it at boot, every call waits for
     /// it.
     pub async fn started(&self) {
-        self.pool.started().await;
+        let routing = self.routing();
+        for group in routing.groups() {
+            group.pool.started().await;
+        }
     }
 
-    /// Discovery and health passes the pool has completed.
+    /// Discovery and health passes completed by every group (the fewest
+    /// of any group).
     pub fn passes(&self) -> u64 {
-        self.pool.passes()
+        let routing = self.routing();
+        routing.groups().map(|g| g.pool.passes()).min().unwrap_or(0)
     }
 
-    /// Waits until the pool has completed `n` passes in all.
+    /// Waits until every group has completed `n` passes in all.
     pub async fn passes_reach(&self, n: u64) {
-        self.pool.passes_reach(n).await;
+        let routing = self.routing();
+        for group in routing.groups() {
+            group.pool.passes_reach(n).await;
+        }
     }
 
-    /// The backends of the upstream group, in address order (tests read
-    /// their state; the fronts read `app::status`).
+    /// The backends of every group, group by group in name order, each in
+    /// address order (tests read their state; the fronts read
+    /// `app::status`).
     pub fn backends(&self) -> Vec<Arc<Backend>> {
-        self.pool.backends()
+        let routing = self.routing();
+        routing.groups().flat_map(|g| g.pool.backends()).collect()
     }
 
-    /// The backend at `addr`, if it is a member.
+    /// The backend at `addr`, if it is a member of a group (the first
+    /// group by name that has it).
     pub fn backend(&self, addr: &std::net::SocketAddr) -> Option<Arc<Backend>> {
-        self.pool.backend(addr)
+        let routing = self.routing();
+        let found = routing.groups().find_map(|g| g.pool.backend(addr));
+        found
     }
 
-    /// The upstream pool: for the door (`app::door`) and the core's own
-    /// fan-out and views; no front reaches it.
-    pub(in crate::app) fn pool(&self) -> &Arc<Pool> {
-        &self.pool
+    /// The groups and routes in force: for the door (`app::door`) and the
+    /// core's own fan-out and views; no front reaches a pool.
+    pub(in crate::app) fn routing(&self) -> Arc<Routing> {
+        self.routing
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
-    /// Model signatures (the upstream's configs and metadata), cached.
-    pub(crate) fn models(&self) -> &ModelCache {
-        &self.models
+    /// The values of the headers (gRPC: metadata keys) the routes read
+    /// (`context::RouteFacts::headers`), each looked up once by `header`
+    /// (given a lower-case name). Nothing is looked up, and nothing
+    /// allocated, when no rule reads a header.
+    pub(crate) fn route_headers(
+        &self,
+        header: impl Fn(&str) -> Option<bytes::Bytes>,
+    ) -> Vec<Option<bytes::Bytes>> {
+        let routing = self.routing();
+        routing.headers().iter().map(|name| header(name)).collect()
     }
 
     /// The shared-memory bridge, in bridge mode.
@@ -181,19 +207,31 @@ impl Gateway {
     }
 
     /// Applies a new configuration without dropping connections: the
-    /// upstream addresses, API keys and the per-client and in-flight limits.
-    /// An invalid configuration is refused and the current one kept. Other
-    /// changes (listen addresses, threads, timeouts) need a restart: they
-    /// are listed in the answer.
+    /// upstream groups, routes and weights, API keys and the per-client
+    /// and in-flight limits. A group whose table changed but for its
+    /// addresses is made anew (its old pool serves the calls already on
+    /// it, then goes); one that changed only its addresses keeps its
+    /// backends. An invalid configuration is refused whole and the current
+    /// one kept. Other changes (listen addresses, threads, the HTTP and
+    /// gRPC sections) need a restart: they are listed in the answer.
     pub fn reload(&self, new: &Config) -> Result<Vec<&'static str>, String> {
         new.validate()?;
         let old = &self.config;
-        self.pool.set_addresses(new.upstream.addresses.clone());
+        let routing = Arc::new(Routing::new(new, Some(&self.routing()), &self.metrics));
+        // The new groups' background loops start now, not at their first
+        // call, so their health shows before traffic reaches them.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let started = routing.clone();
+            runtime.spawn(async move {
+                for group in started.groups() {
+                    group.pool.started().await;
+                }
+            });
+        }
+        *self.routing.write().unwrap_or_else(|e| e.into_inner()) = routing;
         let guard = Guard::new(&new.auth, &new.limits);
         *self.guard.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(guard);
         let mut ignored = Vec::new();
-        let mut upstream = new.upstream.clone();
-        upstream.addresses = old.upstream.addresses.clone();
         let mut limits = new.limits.clone();
         (
             limits.rate_per_client,
@@ -207,7 +245,6 @@ impl Gateway {
         for (name, changed) in [
             ("server", new.server != old.server),
             ("connections", new.connections != old.connections),
-            ("upstream (other than addresses)", upstream != old.upstream),
             ("limits (sizes)", limits != old.limits),
             ("http", new.http != old.http),
             ("grpc", new.grpc != old.grpc),
@@ -235,13 +272,21 @@ impl Gateway {
 
     /// The Prometheus text of this gateway's metrics.
     pub fn metrics_text(&self) -> Vec<u8> {
-        let backends = self.pool.backends();
+        let routing = self.routing();
+        let backends = self.backends();
         let gauges = backends.iter().map(|b| crate::metrics::BackendGauge {
             label: &b.label,
             up: b.usable(),
             inflight: b.inflight(),
         });
-        self.metrics.render(gauges, self.inflight.count())
+        let usable: Vec<(&str, usize)> = routing
+            .groups()
+            .map(|g| {
+                let usable = g.pool.backends().iter().filter(|b| b.usable()).count();
+                (&*g.name, usable)
+            })
+            .collect();
+        self.metrics.render(gauges, usable, self.inflight.count())
     }
 
     pub fn metrics(&self) -> &Metrics {

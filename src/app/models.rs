@@ -1,9 +1,11 @@
 //! Model signatures (datatypes, shapes, decoupled policy) as every front
-//! needs them: from the cache, or asked of the upstream once.
+//! needs them: from the cache of the group the model's route goes to, or
+//! asked of that group once.
 
 use std::sync::Arc;
 
 use crate::app::door::{self, Aim};
+use crate::app::routing::Routed;
 use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Kind, Result};
@@ -14,16 +16,26 @@ use crate::translate::from_grpc;
 /// back to `ModelMetadata` for servers without it, such as KServe: a
 /// backend that lacks `ModelConfig` is not asked for it again, see
 /// `upstream::OptionalRpc`). `Ok(None)` when the upstream offers
-/// neither; unknown models are the upstream's 404.
+/// neither; unknown models are the upstream's 404. `routed`: the route
+/// the request took already (`None`: routed here); the signature is
+/// cached per group, under the model's name there.
 pub(crate) async fn model_info(
     gateway: &Gateway,
     ctx: &RequestContext,
     model: &ModelRef,
+    routed: Option<&Routed>,
 ) -> Result<Option<Arc<ModelInfo>>> {
-    if let Some(info) = gateway.models().get(&model.name, &model.version) {
+    let aim = Aim::of(model);
+    let routed = match routed {
+        Some(routed) => routed.clone(),
+        None => door::route(gateway, ctx, &aim)?,
+    };
+    let cache = &routed.group.models;
+    let upstream_name = routed.model(&model.name);
+    if let Some(info) = cache.get(upstream_name, &model.version) {
         return Ok(Some(info));
     }
-    let aim = Aim::model(&model.name);
+    let aim = aim.on(&routed);
     let request = crate::proto::inference::ModelConfigRequest {
         name: model.name.clone(),
         version: model.version.clone(),
@@ -44,8 +56,6 @@ pub(crate) async fn model_info(
         Err(e) => return Err(e),
     };
     let info = Arc::new(info);
-    gateway
-        .models()
-        .put(&model.name, &model.version, info.clone());
+    cache.put(upstream_name, &model.version, info.clone());
     Ok(Some(info))
 }

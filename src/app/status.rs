@@ -1,13 +1,16 @@
-//! What the pool knows of the upstream group, read through the core for
+//! What the pools know of the upstream groups, read through the core for
 //! the fronts' answers: the operators' listing (`/v2/tensorgate/backends`,
-//! the admin listener's `/backends`), the models some backend serves (the
-//! gRPC front's per-model health), whether any backend takes requests.
+//! the admin listener's `/backends`: every group's backends, the groups,
+//! the rules in force with their weights), the models some backend
+//! serves (the gRPC front's per-model health), whether the gateway takes
+//! requests.
 
 use std::collections::BTreeSet;
 
 use serde::Serialize;
 
 use crate::app::Gateway;
+use crate::config::RouteRule;
 use crate::upstream::Models;
 
 /// One backend as the operators' listing shows it (serialized as it is
@@ -28,15 +31,38 @@ pub(crate) struct BackendState {
     pub(crate) served: u64,
     /// Sorted; `None` when the backend has no repository index.
     pub(crate) models: Option<Vec<String>>,
+    /// The upstream group it is a member of.
+    pub(crate) group: String,
 }
 
-/// Every backend of the group, in address order.
+/// One upstream group as the listing shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct GroupState {
+    pub(crate) name: String,
+    /// Clients' calls reach it (the default group, or a rule sends to it);
+    /// otherwise it is only mirrored to.
+    pub(crate) serving: bool,
+    pub(crate) backends: usize,
+    pub(crate) usable: usize,
+}
+
+/// One rule in force, as configured (its weights are the live ones: a
+/// reload replaces them), with its label in metrics and logs.
+#[derive(Debug, Serialize)]
+pub(crate) struct RuleState {
+    pub(crate) rule: String,
+    #[serde(flatten)]
+    pub(crate) config: RouteRule,
+}
+
+/// Every backend of every group, group by group in name order, each in
+/// address order.
 pub(crate) fn backends(gateway: &Gateway) -> Vec<BackendState> {
-    gateway
-        .pool()
-        .backends()
-        .iter()
-        .map(|b| BackendState {
+    let routing = gateway.routing();
+    routing
+        .groups()
+        .flat_map(|group| group.pool.backends().into_iter().map(move |b| (group, b)))
+        .map(|(group, b)| BackendState {
             address: b.addr.to_string(),
             usable: b.usable(),
             seen_ready: b.seen_ready(),
@@ -54,22 +80,63 @@ pub(crate) fn backends(gateway: &Gateway) -> Vec<BackendState> {
                     Some(names)
                 }
             },
+            group: group.name.to_string(),
         })
         .collect()
 }
 
-/// The models some usable backend has reported ready.
+/// Every group, by name.
+pub(crate) fn groups(gateway: &Gateway) -> Vec<GroupState> {
+    let routing = gateway.routing();
+    routing
+        .groups()
+        .map(|group| {
+            let backends = group.pool.backends();
+            GroupState {
+                name: group.name.to_string(),
+                serving: routing.serves(group),
+                backends: backends.len(),
+                usable: backends.iter().filter(|b| b.usable()).count(),
+            }
+        })
+        .collect()
+}
+
+/// The rules in force, in order.
+pub(crate) fn rules(gateway: &Gateway) -> Vec<RuleState> {
+    gateway
+        .routing()
+        .rules()
+        .map(|(label, config)| RuleState {
+            rule: label.to_string(),
+            config: config.clone(),
+        })
+        .collect()
+}
+
+/// The models some usable backend of a group has reported ready, and the
+/// names clients use for those a rule renames (where the rule gives names
+/// rather than patterns).
 pub(crate) fn serving_models(gateway: &Gateway) -> BTreeSet<String> {
+    let routing = gateway.routing();
     let mut serving = BTreeSet::new();
-    for backend in gateway.pool().backends().iter().filter(|b| b.usable()) {
-        if let Models::Ready(names) = &*backend.models() {
-            serving.extend(names.iter().cloned());
+    for group in routing.groups() {
+        for backend in group.pool.backends().iter().filter(|b| b.usable()) {
+            if let Models::Ready(names) = &*backend.models() {
+                serving.extend(names.iter().map(|name| name.to_string()));
+            }
+        }
+    }
+    for (client, upstream, _) in routing.renames() {
+        if serving.contains(upstream) {
+            serving.insert(client.to_string());
         }
     }
     serving
 }
 
-/// At least one backend takes requests now.
+/// The gateway takes requests now: a group clients' calls go to has a
+/// usable backend (`Gateway::ready`, without the drain).
 pub(crate) fn any_usable(gateway: &Gateway) -> bool {
-    gateway.pool().any_usable()
+    gateway.routing().serving_usable()
 }

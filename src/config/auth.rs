@@ -145,6 +145,10 @@ pub struct ApiKey {
     /// Groups this key may call; empty: all.
     #[serde(default)]
     pub groups: Vec<Group>,
+    /// The key's name: what a route's `api_key` (and `sticky_api_key`)
+    /// matches, so a rule never holds a secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// What [`Config::without_secrets`] shows in place of a secret.

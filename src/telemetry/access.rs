@@ -51,6 +51,10 @@ pub(crate) struct AccessLine<'a> {
     pub upstream_us: u64,
     /// The backend that answered last; none when no upstream was called.
     pub backend: Option<SocketAddr>,
+    /// The upstream group the request was routed to (empty: none), and
+    /// the routing rule that sent it there (empty: no rule matched).
+    pub group: &'a str,
+    pub rule: &'a str,
     pub trace_id: TraceId,
 }
 
@@ -68,6 +72,8 @@ pub(crate) fn record(line: &AccessLine<'_>) {
         total_us = line.total_us,
         upstream_us = line.upstream_us,
         backend = %OrEmpty(line.backend),
+        group = line.group,
+        rule = line.rule,
         trace_id = %Hex(line.trace_id),
     );
 }
@@ -503,6 +509,8 @@ mod tests {
             total_us: 1234,
             upstream_us: 987,
             backend: Some("127.0.0.1:8001".parse().unwrap()),
+            group: "default",
+            rule: "",
             trace_id,
         };
         vec![
@@ -518,6 +526,8 @@ mod tests {
                 total_us: 0,
                 upstream_us: 0,
                 backend: None,
+                group: "",
+                rule: "",
                 trace_id: TraceId::INVALID,
             },
             AccessLine {
@@ -525,6 +535,8 @@ mod tests {
                 trace_id: TraceId::from_hex("00f067aa0ba902b7000000000000000a").unwrap(),
                 model: "модель",
                 backend: Some("[::1]:9".parse().unwrap()),
+                group: "canary",
+                rule: "routes[0]",
                 ..ordinary
             },
             AccessLine {

@@ -204,6 +204,12 @@ impl EncodedInfer {
         }
     }
 
+    /// The message's length in bytes, its gRPC prefix and the bytes still
+    /// to come included.
+    pub(crate) fn len(&self) -> u64 {
+        self.pieces.iter().map(Piece::len).sum()
+    }
+
     /// The answer is to be walked into `tap` (see `answer`).
     pub(crate) fn tapped(mut self, tap: Option<ReplyTap>) -> Self {
         self.tap = tap;

@@ -1,6 +1,7 @@
 //! `tensorgate check-config FILE`, the real binary: a good file prints its
 //! effective configuration (every section, defaults filled in) and exits 0;
-//! a bad one exits 1 with the validation error naming the file.
+//! a bad one exits 1 with the validation error naming the file (and, for
+//! a routing rule, its line).
 
 use std::path::Path;
 use std::process::Command;
@@ -86,6 +87,19 @@ fn a_bad_file_exits_1_with_the_error() {
         (
             "[auth]\nopen_groups = [\"helth\"]\n",
             "unknown variant `helth`",
+        ),
+        // Routing mistakes, each naming its rule's line.
+        (
+            "[upstreams.stable]\naddresses = [\"a:1\"]\n\n[[routes]]\ngroup = \"stabel\"\n",
+            "routes[0] (line 4): no group is named \"stabel\" (the groups: stable)",
+        ),
+        (
+            "[upstreams.a]\naddresses = [\"a:1\"]\n[upstreams.b]\naddresses = [\"b:1\"]\n[[routes]]\nsplit = { a = 0, b = 0 }\n",
+            "routes[0] (line 5): the split's weights add up to 0",
+        ),
+        (
+            "[[routes]]\ngroup = \"default\"\n\n[[routes]]\nmodels = [\"m\"]\ngroup = \"default\"\n",
+            "routes[1] (line 4): can never match, routes[0] (line 1) before it matches every request",
         ),
     ];
     for (text, error) in cases {

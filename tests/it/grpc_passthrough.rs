@@ -677,6 +677,7 @@ async fn health_is_not_serving_without_a_ready_backend_and_keeps_the_access_rule
         c.auth.keys = vec![tensorgate::config::ApiKey {
             key: "probe".into(),
             groups: vec![tensorgate::config::Group::Health],
+            name: None,
         }];
     })
     .await;
@@ -754,6 +755,7 @@ async fn api_keys_and_groups_apply_to_grpc_calls() {
         c.auth.keys = vec![tensorgate::config::ApiKey {
             key: "reader".into(),
             groups: vec![tensorgate::config::Group::Metadata],
+            name: None,
         }];
     })
     .await;

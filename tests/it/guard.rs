@@ -16,6 +16,7 @@ fn key(k: &str, groups: &[&str]) -> ApiKey {
             .iter()
             .map(|g| Group::read(g).expect("a group"))
             .collect(),
+        name: None,
     }
 }
 

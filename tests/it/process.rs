@@ -12,13 +12,13 @@ const ADD_SUB_JSON: &str = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","sha
 const ADD_SUB_ANSWER: &str = r#"{"model_name":"add_sub","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[2],"data":[4.0,6.0]},{"name":"OUTPUT1","datatype":"FP32","shape":[2],"data":[-2.0,-2.0]}]}"#;
 
 /// One parsed HTTP/1.1 response.
-struct Answer {
+pub(super) struct Answer {
     head: String,
     body: Vec<u8>,
 }
 
 impl Answer {
-    fn status(&self) -> u16 {
+    pub(super) fn status(&self) -> u16 {
         self.head[9..12].parse().expect("status code")
     }
 
@@ -30,14 +30,14 @@ impl Answer {
     }
 }
 
-fn connect(gw: &GatewayProcess) -> TcpStream {
+pub(super) fn connect(gw: &GatewayProcess) -> TcpStream {
     crate::support::raw::connect(gw.addr)
 }
 
 /// Reads one response (head + Content-Length body) from the stream.
 /// Sends add_sub's JSON request on `client` with extra `headers` and
 /// reads its answer.
-fn infer(client: &mut TcpStream, headers: &str) -> Answer {
+pub(super) fn infer(client: &mut TcpStream, headers: &str) -> Answer {
     client
         .write_all(&post(
             "/v2/models/add_sub/infer",
@@ -49,7 +49,7 @@ fn infer(client: &mut TcpStream, headers: &str) -> Answer {
 }
 
 /// Sends `signal` (`-TERM`, `-HUP`) to the process `pid`.
-fn signal(pid: u32, signal: &str) {
+pub(super) fn signal(pid: u32, signal: &str) {
     let kill = std::process::Command::new("kill")
         .args([signal, &pid.to_string()])
         .status()
@@ -60,6 +60,23 @@ fn signal(pid: u32, signal: &str) {
 fn read_answer(stream: &mut TcpStream) -> Answer {
     let (head, body) = crate::support::raw::read_answer(stream);
     Answer { head, body }
+}
+
+/// Stops `gw` (SIGTERM, its drain) and reads its JSON log at `log`: the
+/// whole text, and its access lines.
+pub(super) fn access_lines_at_exit(
+    gw: &mut GatewayProcess,
+    log: &std::path::Path,
+) -> (String, Vec<String>) {
+    signal(gw.child.id(), "-TERM");
+    gw.child.wait().unwrap();
+    let text = std::fs::read_to_string(log).unwrap();
+    let access = text
+        .lines()
+        .filter(|l| l.contains(r#""target":"tensorgate::access""#))
+        .map(str::to_string)
+        .collect();
+    (text, access)
 }
 
 /// A request with a `Content-Length` body, as bytes.
@@ -392,19 +409,15 @@ fn json_access_log_has_one_line_per_request_and_no_tensor_bytes() {
     drop(client);
     // SIGTERM right after the last answer: drained at once, and every
     // line is in the log when the process has exited.
-    signal(gw.child.id(), "-TERM");
-    gw.child.wait().unwrap();
-    let text = std::fs::read_to_string(&log).unwrap();
-    let access: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains(r#""target":"tensorgate::access""#))
-        .collect();
+    let (text, access) = access_lines_at_exit(&mut gw, &log);
     assert_eq!(access.len(), 1 + more, "{text}");
-    let line = access[0];
+    let line = &access[0];
     for field in [
         r#""status":200"#,
         r#""route":"infer""#,
         r#""model":"add_sub""#,
+        // The one group; no rule matched (there are none).
+        r#""group":"default","rule":"""#,
         r#""trace_id":"4bf92f3577b34da6a3ce929d0e0e4736""#,
     ] {
         assert!(line.contains(field), "{field} missing in {line}");

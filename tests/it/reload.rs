@@ -83,6 +83,7 @@ async fn keys_and_limits_reload_and_an_invalid_config_is_refused() {
     config.auth.keys = vec![tensorgate::config::ApiKey {
         key: "k".into(),
         groups: vec![],
+        name: None,
     }];
     config.server.threads = 7;
     // Regions live in the running gateway: a new shared-memory mode waits

@@ -262,6 +262,7 @@ async fn api_keys_apply_to_the_v1_grpc_service() {
         c.auth.keys = vec![tensorgate::config::ApiKey {
             key: "k".into(),
             groups: vec![],
+            name: None,
         }];
     })
     .await;

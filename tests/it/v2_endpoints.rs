@@ -24,9 +24,10 @@ async fn health_and_server_metadata() {
     let gateway =
         format!(r#"{{"gateway":{{"name":"tensorgate","version":"{version}"}},"backends":["#);
     assert!(view.starts_with(&gateway), "{view}");
-    // Every field of a backend's entry, in this order, with its type.
+    // Every field of a backend's entry, in this order, with its type; the
+    // one group; no rules.
     let entry = regex::Regex::new(
-        r#"^\{"gateway":\{"name":"tensorgate","version":"[^"]+"\},"backends":\[\{"address":"127\.0\.0\.1:[0-9]+","usable":(true|false),"seen_ready":(true|false),"healthy":(true|false),"ejected":false,"draining":false,"last_error":(null|"[^"]*"),"inflight":[0-9]+,"served":[0-9]+,"models":(null|\[("[^"]+",)*"[^"]+"\])\}\]\}$"#,
+        r#"^\{"gateway":\{"name":"tensorgate","version":"[^"]+"\},"backends":\[\{"address":"127\.0\.0\.1:[0-9]+","usable":(true|false),"seen_ready":(true|false),"healthy":(true|false),"ejected":false,"draining":false,"last_error":(null|"[^"]*"),"inflight":[0-9]+,"served":[0-9]+,"models":(null|\[("[^"]+",)*"[^"]+"\]),"group":"default"\}\],"groups":\[\{"name":"default","serving":true,"backends":1,"usable":1\}\],"routes":\[\]\}$"#,
     )
     .unwrap();
     assert!(entry.is_match(&view), "{view}");

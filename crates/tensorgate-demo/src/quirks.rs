@@ -30,6 +30,12 @@ pub struct Quirks {
     /// without versions (as KServe) and with `parameters` maps, the
     /// model's and each tensor's `content_type` (as MLServer fills them).
     pub oip_metadata: bool,
+    /// A model's version is not looked at: a call for any version is
+    /// answered by the one version served, as KServe's gRPC server does.
+    pub ignore_versions: bool,
+    /// Every raw output's first byte is flipped: a model that answers
+    /// otherwise than the demo's own (a shadow that disagrees).
+    pub skew_outputs: bool,
 }
 
 /// KServe's `ServerMetadata` extensions.
@@ -72,6 +78,16 @@ impl Quirks {
         self.missing_rpcs
             .contains(&method)
             .then(|| tonic::Status::unimplemented("Method not found!"))
+    }
+
+    /// An output's bytes as this server answers them.
+    pub(crate) fn output(&self, data: bytes::Bytes) -> bytes::Bytes {
+        if !self.skew_outputs || data.is_empty() {
+            return data;
+        }
+        let mut skewed = data.to_vec();
+        skewed[0] ^= 0xff;
+        skewed.into()
     }
 
     /// grpc core's refusal of a received message of `size` bytes, if it

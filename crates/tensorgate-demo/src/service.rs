@@ -124,7 +124,10 @@ impl DemoState {
     /// Finds a servable model (`GetModel`): unknown model or version →
     /// NOT_FOUND, unloaded → NOT_FOUND / UNAVAILABLE as Triton words it.
     fn lookup(&self, name: &str, version: &str) -> Result<usize, Status> {
-        let version = parse_version(version)?;
+        let version = match self.quirks().ignore_versions {
+            true => None,
+            false => parse_version(version)?,
+        };
         let unknown = |what: String| format!("Request for unknown model: '{name}' {what}");
         let Some(index) = self.find(name) else {
             return Err(Status::not_found(unknown("is not found".into())));
@@ -328,6 +331,7 @@ impl DemoService {
         outputs: Outputs,
     ) -> Result<ModelInferResponse, Status> {
         let model = self.model(index);
+        let quirks = self.state.quirks();
         let mut response = ModelInferResponse {
             model_name: model.name.to_owned(),
             model_version: VERSION.to_string(),
@@ -348,7 +352,9 @@ impl DemoService {
                 shape: output.shape,
                 ..Default::default()
             });
-            response.raw_output_contents.push(output.data);
+            response
+                .raw_output_contents
+                .push(quirks.output(output.data));
         }
         Ok(response)
     }

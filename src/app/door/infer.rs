@@ -1,16 +1,21 @@
 //! The gateway's own `ModelInfer` of a checked request ([`InferCall`],
-//! [`infer`]): its target (the model; a sequence's own backend), the
+//! [`infer`]): its route (the group, the model's name there, a mirror),
+//! its target (the model; a sequence's own backend), the
 //! `ModelInferRequest` encoded once, the sizes of the inputs still to
 //! come, and where the reply's raw outputs go if they are tapped. Sent
 //! within the gateway's own deadline (`upstream.request_timeout_ms`). A
 //! request's `timeout` parameter is Triton's queueing timeout: forwarded
-//! as a parameter only, for the server to enforce, as on Triton.
+//! as a parameter only, for the server to enforce, as on Triton. The
+//! answer must be of the version asked ([`super::served_version`]), and
+//! comes back under the client's name of the model.
 
 use std::borrow::Cow;
 
 use bytes::Bytes;
 
-use super::{pool, Aim};
+use super::mirror::{self, Held};
+use super::{answer_named, error_named_back};
+use crate::app::routing::Routed;
 use crate::app::Gateway;
 use crate::body::BodyRest;
 use crate::context::RequestContext;
@@ -22,11 +27,17 @@ use crate::translate::to_grpc;
 use crate::upstream::encoded::EncodedInfer;
 use crate::upstream::reply::ReplyTap;
 use crate::upstream::rpc::model_infer;
+use crate::upstream::Target;
 
 /// One `ModelInfer` call of a checked request.
 pub(crate) struct InferCall<'r> {
-    /// The model: only backends serving it.
+    /// Its route: the group, and the model's name there.
+    routed: Routed,
+    /// The model, by its name in the group: only backends serving it.
     model: Cow<'r, str>,
+    /// The model as the client named it, and the version it asked for.
+    client: Cow<'r, str>,
+    asked: Cow<'r, str>,
     /// A non-zero `sequence_id`: the sequence's own backend, never another.
     sequence: Option<Vec<u8>>,
     /// The `ModelInferRequest`'s fields but its raw entries, encoded
@@ -50,13 +61,24 @@ struct Streamed {
 }
 
 impl<'r> InferCall<'r> {
-    /// The call of `request`; its streamed inputs, if any, follow from
-    /// `rest` as the client sends them.
-    pub(crate) fn new(request: &'r InferRequest, rest: Option<BodyRest>) -> InferCall<'r> {
+    /// The call of `request` on its route; its streamed inputs, if any,
+    /// follow from `rest` as the client sends them.
+    pub(crate) fn new(
+        request: &'r InferRequest,
+        rest: Option<BodyRest>,
+        routed: &Routed,
+    ) -> InferCall<'r> {
+        let model = match &routed.upstream_model {
+            Some(upstream) => Cow::Owned(upstream.to_string()),
+            None => Cow::Borrowed(request.model_name.as_str()),
+        };
         InferCall {
-            model: Cow::Borrowed(&request.model_name),
+            fields: to_grpc::model_infer_fields(request, &model),
+            routed: routed.clone(),
+            model,
+            client: Cow::Borrowed(&request.model_name),
+            asked: Cow::Borrowed(&request.model_version),
             sequence: request_sequence_key(request),
-            fields: to_grpc::model_infer_fields(request),
             raw: to_grpc::raw_input_contents(request),
             streamed: rest.map(|rest| Streamed {
                 rest,
@@ -76,7 +98,10 @@ impl<'r> InferCall<'r> {
     /// The call on its own, for a task that outlives the request.
     pub(crate) fn into_owned(self) -> InferCall<'static> {
         InferCall {
+            routed: self.routed,
             model: Cow::Owned(self.model.into_owned()),
+            client: Cow::Owned(self.client.into_owned()),
+            asked: Cow::Owned(self.asked.into_owned()),
             sequence: self.sequence,
             fields: self.fields,
             raw: self.raw,
@@ -92,23 +117,30 @@ impl<'r> InferCall<'r> {
 /// streamed body). A request with streamed inputs has their bytes sent
 /// from its rest as they arrive: a body that broke off, ran short or ran
 /// long fails the call (the upstream's stream is reset before the message
-/// completes).
+/// completes). A route's mirror gets its copy here (`mirror`).
 pub(crate) async fn infer(
     gateway: &Gateway,
     ctx: &RequestContext,
     call: InferCall<'_>,
 ) -> Result<ModelInferResponse> {
+    let _ = gateway;
     let InferCall {
+        routed,
         model,
+        client,
+        asked,
         sequence,
         fields,
         raw,
         streamed,
         tap,
     } = call;
-    let aim = Aim::sequenced(&model, sequence.as_deref());
-    let pool = pool(gateway, &aim);
+    let pool = &routed.group.pool;
     let limit = pool.settings().max_message_bytes;
+    let held = Held {
+        streamed: streamed.is_some(),
+        tapped: tap.is_some(),
+    };
     let encoded = match streamed {
         None => EncodedInfer::from_fields(&fields, raw, limit, &[], None),
         // Not held, so only gRPC's own 4 GiB bounds it (and the
@@ -116,7 +148,27 @@ pub(crate) async fn infer(
         Some(Streamed { rest, sizes }) => {
             EncodedInfer::from_fields(&fields, raw, usize::MAX, &sizes, Some(rest))
         }
+    };
+    let shadow = routed
+        .mirror
+        .as_ref()
+        .and_then(|m| mirror::start(m, &model, sequence.as_deref(), &encoded, held));
+    let target = Target {
+        model: Some(&model),
+        sequence: sequence.as_deref(),
+    };
+    let started = std::time::Instant::now();
+    let reply = model_infer(pool, ctx, target, encoded.map(|e| e.tapped(tap))).await;
+    if let Some(counts) = &routed.counts {
+        counts.record(reply.is_ok(), Some(started.elapsed()));
     }
-    .map(|e| e.tapped(tap));
-    model_infer(pool, ctx, aim.target(), encoded).await
+    if let Some(shadow) = shadow {
+        shadow.answered(reply.as_ref().ok());
+    }
+    let mut reply = reply.map_err(|error| match routed.upstream_model {
+        Some(_) => error_named_back(error, &model, &client),
+        None => error,
+    })?;
+    answer_named(&routed, &client, &asked, &mut reply)?;
+    Ok(reply)
 }

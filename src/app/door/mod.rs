@@ -1,8 +1,10 @@
 //! The one door to the upstream: every call a front makes for a request
-//! passes through here, and nothing outside the core reaches the pool
-//! (`tests/it/layering.rs`: no front names `upstream`). A policy applied
-//! to calls — where a model's calls go, and, with the next issues, routes,
-//! renames and admission — is applied here, once, for every front.
+//! passes through here, and nothing outside the core reaches a pool
+//! (`tests/it/layering.rs`: no front names `upstream`). The policy applied
+//! to calls is applied here, once, for every front: each call is routed
+//! ([`route`], `app::routing`: its group, the model's name there, a
+//! mirror), its message renamed toward the upstream and its answer and
+//! errors back toward the client when the route renames the model.
 //!
 //! The ways through, each accounted alike by the pool (call metrics,
 //! passive health and ejection, the request's upstream time):
@@ -22,6 +24,7 @@
 //!   pool's state for the fronts' answers (`app::status`).
 
 mod infer;
+mod mirror;
 mod stream;
 mod unary;
 
@@ -29,8 +32,12 @@ use std::time::Duration;
 
 use tonic::metadata::MetadataMap;
 
+use crate::app::routing::Routed;
 use crate::app::Gateway;
-use crate::upstream::{Pool, Target};
+use crate::context::RequestContext;
+use crate::error::{Error, Result};
+use crate::translate::rename;
+use crate::upstream::Target;
 
 /// The bound of [`call`] and [`relay`]: a request message that knows its
 /// RPC (`upstream::rpc`).
@@ -42,20 +49,26 @@ pub(crate) use unary::{call, relay, relay_model_infer, relay_raw, RawReply, Rela
 /// What a call is about, as the client named it: the model (`None`: the
 /// call is server-wide) and a sequence's sticky key. Where the call goes
 /// is decided from it here, in one place ([`Aim::target`]).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Clone, Copy, Default)]
 pub(crate) struct Aim<'a> {
     pub(crate) model: Option<&'a str>,
+    /// The version the client asked for (`None`, `""`: none).
+    pub(crate) version: Option<&'a str>,
     /// A non-zero `sequence_id`, rendered as bytes
     /// (`translate::sequence`): every call of the sequence goes to one
-    /// backend.
+    /// backend, and to one side of a split.
     pub(crate) sequence: Option<&'a [u8]>,
+    /// Routed already (a request whose calls must all take one route).
+    pub(crate) routed: Option<&'a Routed>,
 }
 
 impl<'a> Aim<'a> {
     /// A server-wide call: any ready backend.
     pub(crate) const ANY: Aim<'static> = Aim {
         model: None,
+        version: None,
         sequence: None,
+        routed: None,
     };
 
     /// A call about one model: a backend serving it (`""`: server-wide,
@@ -63,7 +76,33 @@ impl<'a> Aim<'a> {
     pub(crate) fn model(name: &'a str) -> Aim<'a> {
         Aim {
             model: (!name.is_empty()).then_some(name),
-            sequence: None,
+            ..Aim::ANY
+        }
+    }
+
+    /// A call about `model` at `version` (as the client asked it).
+    pub(crate) fn versioned(name: &'a str, version: &'a str) -> Aim<'a> {
+        Aim::model(name).at_version(version)
+    }
+
+    /// A call about `model` (its name and version, as the client asked).
+    pub(crate) fn of(model: &'a crate::model::ModelRef) -> Aim<'a> {
+        Aim::versioned(&model.name, &model.version)
+    }
+
+    /// The call, about the version the client asked for.
+    pub(crate) fn at_version(self, version: &'a str) -> Aim<'a> {
+        Aim {
+            version: Some(version),
+            ..self
+        }
+    }
+
+    /// The call, taking `routed` as its route.
+    pub(crate) fn on(self, routed: &'a Routed) -> Aim<'a> {
+        Aim {
+            routed: Some(routed),
+            ..self
         }
     }
 
@@ -72,16 +111,137 @@ impl<'a> Aim<'a> {
         Aim {
             model: Some(model),
             sequence,
+            ..Aim::ANY
         }
     }
+}
 
-    /// Which backends may take the call.
-    fn target(&self) -> Target<'a> {
-        Target {
-            model: self.model,
-            sequence: self.sequence,
-        }
+/// Where a call about `aim` goes ([`Aim::routed`], or the routes in force
+/// for the request's facts), noted in the request's context for its
+/// access line.
+pub(crate) fn route(gateway: &Gateway, ctx: &RequestContext, aim: &Aim<'_>) -> Result<Routed> {
+    if let Some(routed) = aim.routed {
+        return Ok(routed.clone());
     }
+    let routed = gateway
+        .routing()
+        .route(ctx.facts(), aim.model, aim.version, aim.sequence)?;
+    ctx.routed(&routed.group.name, routed.rule.as_ref());
+    Ok(routed)
+}
+
+/// A client's `ModelInfer` about `aim` can be relayed as its bytes came
+/// (`relay_raw`): its route neither renames the model nor mirrors, and
+/// the client asked for no version (whose answer is checked decoded,
+/// [`served_version`]).
+pub(crate) fn relays_as_sent(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+    aim: &Aim<'_>,
+) -> Result<bool> {
+    let routed = route(gateway, ctx, aim)?;
+    let asked = aim.version.is_some_and(|v| !v.is_empty());
+    Ok(routed.upstream_model.is_none() && routed.mirror.is_none() && !asked)
+}
+
+/// An inference answer made the client's (of `request`, routed by
+/// `routed`): of the version asked ([`served_version`]), the model under
+/// the client's name. The door does it for the answers it returns; a
+/// front's part that reads a tapped reply's head (`upstream::reply`) does
+/// it there.
+pub(crate) fn client_answer(
+    routed: &Routed,
+    request: &crate::model::InferRequest,
+    reply: &mut crate::proto::inference::ModelInferResponse,
+) -> Result<()> {
+    answer_named(routed, &request.model_name, &request.model_version, reply)
+}
+
+/// [`client_answer`] of an answer about `client` at `asked`.
+fn answer_named(
+    routed: &Routed,
+    client: &str,
+    asked: &str,
+    reply: &mut crate::proto::inference::ModelInferResponse,
+) -> Result<()> {
+    served_version(client, asked, &reply.model_version)?;
+    if let Some(upstream) = &routed.upstream_model {
+        rename::Renamed::rename(reply, upstream, client);
+    }
+    Ok(())
+}
+
+/// An inference answer is of the version the client asked for (`asked`
+/// empty: any): an upstream that ignores the version (KServe's gRPC
+/// does) and answers with another is refused with Triton's own text for
+/// an unknown version, never passed on. An answer that names no version
+/// cannot be checked, and passes. Versions compare as numbers when both
+/// are (`01` is `1`, as Triton parses them).
+pub(crate) fn served_version(model: &str, asked: &str, served: &str) -> Result<()> {
+    let same = match (asked.parse::<i64>(), served.parse::<i64>()) {
+        (Ok(a), Ok(s)) => a == s,
+        _ => asked == served,
+    };
+    if asked.is_empty() || served.is_empty() || same {
+        return Ok(());
+    }
+    Err(Error::not_found(format!(
+        "Request for unknown model: '{model}' version {asked} is not found"
+    )))
+}
+
+/// Which backends of the routed group may take the call: those serving
+/// the model under its name there.
+fn target<'a>(aim: &Aim<'a>, routed: &'a Routed) -> Target<'a> {
+    Target {
+        model: aim.model.map(|client| routed.model(client)),
+        sequence: aim.sequence,
+    }
+}
+
+/// A routed call's message toward the upstream: the model under its name
+/// there.
+fn renamed<M: rename::Renamed>(mut message: M, aim: &Aim<'_>, routed: &Routed) -> M {
+    if let (Some(client), Some(upstream)) = (aim.model, routed.upstream_model.as_deref()) {
+        message.rename(client, upstream);
+    }
+    message
+}
+
+/// A routed call's answer, or its error, back toward the client: the
+/// upstream's name of the model, wherever it shows, the client's.
+fn named_back<T: rename::Renamed>(result: Result<T>, aim: &Aim<'_>, routed: &Routed) -> Result<T> {
+    let (Some(client), Some(upstream)) = (aim.model, routed.upstream_model.as_deref()) else {
+        return result;
+    };
+    match result {
+        Ok(mut answer) => {
+            answer.rename(upstream, client);
+            Ok(answer)
+        }
+        Err(error) => Err(error_named_back(error, upstream, client)),
+    }
+}
+
+/// A routed call's error back toward the client (its answer is the
+/// caller's to rename).
+fn named_back_error<T>(result: Result<T>, aim: &Aim<'_>, routed: &Routed) -> Result<T> {
+    match (aim.model, routed.upstream_model.as_deref(), result) {
+        (Some(client), Some(upstream), Err(error)) => {
+            Err(error_named_back(error, upstream, client))
+        }
+        (_, _, result) => result,
+    }
+}
+
+/// An error whose text quotes the upstream's name of a model, with the
+/// client's.
+pub(crate) fn error_named_back(mut error: Error, upstream: &str, client: &str) -> Error {
+    error.message = rename::text(&error.message, upstream, client);
+    if let Some(relayed) = &error.relayed {
+        error.relayed = Some(rename::text(relayed, upstream, client));
+    }
+    error
 }
 
 /// What a client's call carries when the gateway passes it on (the gRPC
@@ -91,9 +251,4 @@ impl<'a> Aim<'a> {
 pub(crate) struct Relay {
     pub(crate) deadline: Option<Duration>,
     pub(crate) metadata: MetadataMap,
-}
-
-/// The pool a call for `aim` goes to (one upstream group today).
-fn pool<'g>(gateway: &'g Gateway, _aim: &Aim<'_>) -> &'g std::sync::Arc<Pool> {
-    gateway.pool()
 }

@@ -4,16 +4,19 @@
 //! model and the front's [`Decoder`] and holds the order of everything
 //! between decoding and encoding (v2 §2.1, Triton's order):
 //!
-//! 1. the model's signature, from the cache or the upstream (an unknown
-//!    model is the upstream's 404); a decoupled model refused where the
-//!    front refuses it ([`Decoder::DECOUPLED`]);
+//! 1. the request's route (`app::routing`: its group, the model's name
+//!    there); the model's signature, from that group's cache or the
+//!    group (an unknown model is the upstream's 404); a decoupled model
+//!    refused where the front refuses it ([`Decoder::DECOUPLED`]);
 //! 2. the front's decoding of the request, which may need the signature
 //!    (raw and v1 bodies do);
 //! 3. bridge mode: the shared-memory regions the request names, read and
 //!    leased (`app::shm`, hook 1);
 //! 4. the model-level checks: requested outputs, classification, tensor
 //!    sizes (`translate::outputs`, `translate::checks`);
-//! 5. the `ModelInfer` call through the door, its answer collected,
+//! 5. a request of a sequence routed again with its key, so that a split
+//!    keeps the sequence on one side; the `ModelInfer` call through the
+//!    door, its answer collected,
 //!    written into shared-memory windows as it arrives (hook 2), or handed
 //!    on as it arrives ([`Streaming`], `streamed`);
 //! 6. the answer assembled: only the outputs the request names, the
@@ -26,14 +29,16 @@ mod streamed;
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::app::door::{self, InferCall};
+use crate::app::door::{self, Aim, InferCall};
 use crate::app::models;
+use crate::app::routing::Routed;
 use crate::app::shm::Held;
 use crate::app::Gateway;
 use crate::body::{BodyRest, Fault};
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::model::{InferRequest, InferResponse, ModelInfo, ModelRef};
+use crate::translate::sequence::request_sequence_key;
 use crate::translate::{checks, from_grpc, outputs};
 
 pub(crate) use streamed::Streaming;
@@ -96,7 +101,9 @@ pub(crate) async fn infer<D: Decoder>(
     model: &ModelRef,
     decoder: D,
 ) -> Result<(Inferred, D::Kept)> {
-    let info = models::model_info(gateway, ctx, model).await?;
+    let aim = Aim::of(model);
+    let routed = door::route(gateway, ctx, &aim)?;
+    let info = models::model_info(gateway, ctx, model, Some(&routed)).await?;
     if let (Some(text), Some(true)) = (D::DECOUPLED, info.as_ref().map(|i| i.decoupled)) {
         return Err(Error::unsupported(text));
     }
@@ -116,6 +123,17 @@ pub(crate) async fn infer<D: Decoder>(
     outputs::check_requested(&request, info.as_deref())?;
     checks::classification(&request, info.as_deref())?;
     checks::tensor_sizes(&request, info.as_deref())?;
+    let routed = match request_sequence_key(&request) {
+        Some(key) => door::route(
+            gateway,
+            ctx,
+            &Aim {
+                sequence: Some(&key),
+                ..aim
+            },
+        )?,
+        None => routed,
+    };
     let worded =
         |request: &InferRequest, error: Error| match rest.as_ref().and_then(BodyRest::fault) {
             Some(fault) => D::body_fault(request, fault),
@@ -123,14 +141,17 @@ pub(crate) async fn infer<D: Decoder>(
         };
     // A shared-memory output is not binary: such a request never streams.
     if let Some(rest) = rest.as_ref().filter(|_| streams && held.no_outputs()) {
-        return match streamed::call(gateway, ctx, request, rest.clone()).await {
+        return match streamed::call(gateway, ctx, request, rest.clone(), &routed).await {
             Ok(inferred) => Ok((inferred, kept)),
             Err((request, error)) => Err(worded(&request, error)),
         };
     }
     let response = match held.no_outputs() {
-        true => collected(gateway, ctx, &request, rest.as_ref()).await,
-        false => crate::app::shm::call_into(gateway, ctx, &request, rest.as_ref(), held).await,
+        true => collected(gateway, ctx, &request, rest.as_ref(), &routed).await,
+        false => {
+            let rest = rest.as_ref();
+            crate::app::shm::call_into(gateway, ctx, &request, rest, &routed, held).await
+        }
     };
     let response = response.map_err(|error| worded(&request, error))?;
     // Sent: the answer is made without the input tensors.
@@ -146,8 +167,9 @@ async fn collected(
     ctx: &RequestContext,
     request: &InferRequest,
     rest: Option<&BodyRest>,
+    routed: &Routed,
 ) -> Result<InferResponse> {
-    let call = InferCall::new(request, rest.cloned());
+    let call = InferCall::new(request, rest.cloned(), routed);
     let reply = door::infer(gateway, ctx, call).await?;
     from_grpc::answer(reply, None, request)
 }

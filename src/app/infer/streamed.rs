@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use super::Inferred;
 use crate::app::door::{self, InferCall};
+use crate::app::routing::Routed;
 use crate::app::Gateway;
 use crate::body::BodyRest;
 use crate::context::RequestContext;
@@ -50,14 +51,18 @@ pub(super) async fn call(
     ctx: &RequestContext,
     mut request: InferRequest,
     rest: BodyRest,
+    routed: &Routed,
 ) -> std::result::Result<Inferred, (InferRequest, Error)> {
     let (tap, mut tapped) = reply::tap();
-    spawn_call(gateway, ctx, &request, rest, tap);
+    spawn_call(gateway, ctx, &request, rest, routed, tap);
     let (response, raw_follow) = match tapped.recv().await {
         Some(Tapped::Head {
-            response,
+            mut response,
             raw_follow,
-        }) => (response, raw_follow),
+        }) => match door::client_answer(routed, &request, &mut response) {
+            Ok(()) => (response, raw_follow),
+            Err(error) => return Err((request, error)),
+        },
         Some(Tapped::Ended(Err(error))) => return Err((request, error)),
         _ => return Err((request, reply::ended_without_answer())),
     };
@@ -108,12 +113,13 @@ fn spawn_call(
     ctx: &RequestContext,
     request: &InferRequest,
     rest: BodyRest,
+    routed: &Routed,
     tap: ReplyTap,
 ) {
     let gateway = gateway.clone();
     // The same context: the access log sees the call's backend and time.
     let ctx = ctx.clone();
-    let call = InferCall::new(request, Some(rest))
+    let call = InferCall::new(request, Some(rest), routed)
         .tapped(tap.clone())
         .into_owned();
     tokio::spawn(async move {

@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use super::{on_blocking_pool, Held, Lease, OFF_THREAD_BYTES};
 use crate::app::door::{self, InferCall};
+use crate::app::routing::Routed;
 use crate::app::Gateway;
 use crate::body::BodyRest;
 use crate::context::RequestContext;
@@ -33,16 +34,17 @@ pub(crate) async fn call_into(
     ctx: &RequestContext,
     request: &InferRequest,
     rest: Option<&BodyRest>,
+    routed: &Routed,
     held: Held,
 ) -> Result<InferResponse> {
     let (tap, tapped) = reply::tap();
-    let call = InferCall::new(request, rest.cloned()).tapped(tap.clone());
+    let call = InferCall::new(request, rest.cloned(), routed).tapped(tap.clone());
     let sending = async {
         let sent = door::infer(gateway, ctx, call).await;
         tap.end(sent.as_ref().map(drop).map_err(Error::clone)).await;
         sent
     };
-    let sink = Sink::new(request, held);
+    let sink = Sink::new(request, routed, held);
     let (sent, written) = tokio::join!(sending, sink.drain(tapped));
     // The sink's own failure (a window too small, a region gone) is why
     // the call was given up; otherwise both tell the call's outcome.
@@ -58,6 +60,8 @@ struct Sink {
     /// The request's id, model and requested outputs (no inputs): enough
     /// to translate the answer and check it names what was asked.
     request: InferRequest,
+    /// The call's route: the answer's head is made the client's by it.
+    routed: Routed,
     held: Held,
     head: Option<ModelInferResponse>,
     /// The raw outputs so far, one per entry: empty for one written into
@@ -75,14 +79,16 @@ struct Sink {
 type Drained = (InferResponse, Held);
 
 impl Sink {
-    fn new(request: &InferRequest, held: Held) -> Sink {
+    fn new(request: &InferRequest, routed: &Routed, held: Held) -> Sink {
         Sink {
             request: InferRequest {
                 id: request.id.clone(),
                 model_name: request.model_name.clone(),
+                model_version: request.model_version.clone(),
                 outputs: request.outputs.clone(),
                 ..InferRequest::default()
             },
+            routed: routed.clone(),
             written: vec![false; held.outputs.len()],
             held,
             head: None,
@@ -117,7 +123,8 @@ impl Sink {
     /// One item of the answer; the answer once the call ended well.
     fn take(&mut self, item: Tapped) -> Result<Option<Drained>> {
         match item {
-            Tapped::Head { response, .. } => {
+            Tapped::Head { mut response, .. } => {
+                door::client_answer(&self.routed, &self.request, &mut response)?;
                 // Triton's order: an output the model lacks is refused
                 // before any output is written.
                 let listed = from_grpc::model_infer(response.clone(), &[]);
@@ -230,7 +237,7 @@ mod tests {
             shared_memory: None,
         });
         let held = bridge.take_regions(&mut request).await.unwrap();
-        let sink = Sink::new(&request, held);
+        let sink = Sink::new(&request, &Routed::for_tests(), held);
         (bridge, sink)
     }
 

@@ -1,8 +1,13 @@
 //! The gateway's access rules (API keys per endpoint group, per-client and
-//! global limits: `app::guard`) applied to a gRPC call.
+//! global limits: `app::guard`) applied to a gRPC call, and the context
+//! of a call admitted ([`call_context`]: what the routes read of it).
+
+use bytes::Bytes;
+use tonic::metadata::MetadataMap;
 
 use crate::app::guard::{bearer, Permit};
-use crate::config::Group;
+use crate::config::{FrontKind, Group};
+use crate::context::{RequestContext, RouteFacts};
 
 /// The same rules for a gRPC call: the key from its `authorization`
 /// metadata, the client from its peer address; refusals as statuses
@@ -34,4 +39,26 @@ pub(super) fn admit(
             gateway.metrics(),
         )
         .map_err(|e| e.to_status())
+}
+
+/// The context of a call through `front` admitted with `permit`: what the
+/// routes read of it (`context::RouteFacts`: the metadata keys the rules
+/// name, each read once; the API key's name). The client's metadata,
+/// its trace headers included, crosses as it came: no trace of the
+/// gateway's own.
+pub(super) fn call_context(
+    gateway: &crate::app::Gateway,
+    metadata: &MetadataMap,
+    permit: &Permit,
+    front: FrontKind,
+) -> RequestContext {
+    let headers = gateway.route_headers(|name| {
+        let value = metadata.get(name)?;
+        Some(Bytes::copy_from_slice(value.as_bytes()))
+    });
+    RequestContext::untraced().with_facts(RouteFacts {
+        headers,
+        key_name: permit.key_name().cloned(),
+        ..RouteFacts::of(front)
+    })
 }

@@ -29,14 +29,14 @@ use crate::translate::to_grpc::response::infer_response;
 /// A client's `ModelInfer` through the inference use case.
 pub(super) async fn model_infer(
     gateway: &Arc<Gateway>,
+    ctx: &RequestContext,
     message: pb::ModelInferRequest,
 ) -> Result<Response<pb::ModelInferResponse>, Status> {
     let model = ModelRef {
         name: message.model_name.clone(),
         version: message.model_version.clone(),
     };
-    let ctx = RequestContext::untraced();
-    match infer::infer(gateway, &ctx, &model, GrpcMessage(message)).await {
+    match infer::infer(gateway, ctx, &model, GrpcMessage(message)).await {
         Ok((Inferred::Whole { response, .. }, ())) => Ok(Response::new(infer_response(response))),
         Ok((Inferred::Streaming(_), ())) => Err(Status::internal(
             "a gRPC answer is collected, never streamed",

@@ -57,7 +57,7 @@ pub(crate) const ACCEPTED_COMPRESSION: [CompressionEncoding; 2] =
 /// The tonic service, with the upstream message size limit both ways and
 /// compressed messages accepted.
 pub fn service(gateway: Arc<Gateway>) -> GrpcInferenceServiceServer<Passthrough> {
-    let limit = gateway.config().upstream.max_message_bytes;
+    let limit = gateway.config().max_message_bytes();
     ACCEPTED_COMPRESSION.into_iter().fold(
         GrpcInferenceServiceServer::new(Passthrough::new(gateway))
             .max_decoding_message_size(limit)

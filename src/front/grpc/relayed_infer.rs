@@ -41,16 +41,16 @@ use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tonic::Status;
 use tower_service::Service;
 
-use super::auth::admit;
+use super::auth::{admit, call_context};
 use super::metadata;
 use super::service::Passthrough;
 use super::unary::relay_of;
 use crate::app::door::{self, Aim, RawReply, RelayedMessage};
-use crate::app::guard::Permit;
+use crate::app::guard::{bearer, Permit};
 use crate::app::{Gateway, InflightGuard};
 use crate::body::{self, BodyFeed, BodyRest, Fault, STREAM_FROM};
-use crate::config::Group;
-use crate::context::RequestContext;
+use crate::config::{FrontKind, Group};
+use crate::context::{RequestContext, RouteFacts};
 use crate::error::{failure_text, Error, Kind};
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
 use crate::proto::inference::InferParameter;
@@ -67,6 +67,8 @@ use crate::wire::grpc_head::{self, Head, GRPC_STATUS, MODEL_INFER, PREFIX_LEN};
 struct Routing {
     #[prost(string, tag = "1")]
     model_name: String,
+    #[prost(string, tag = "2")]
+    model_version: String,
     #[prost(map = "string, message", tag = "4")]
     parameters: HashMap<String, InferParameter>,
 }
@@ -110,10 +112,13 @@ impl RelayedInfer {
             return inner.call(request);
         }
         let gateway = self.gateway.clone();
-        let limit = gateway.config().upstream.max_message_bytes as u64;
+        let limit = gateway.config().max_message_bytes() as u64;
         Box::pin(async move {
             match open(request, limit).await {
                 Opened::Whole(request) => inner.call(request).await,
+                Opened::Large(large) if !large.relays_as_sent(&gateway) => {
+                    inner.call(large.replayed()).await
+                }
                 Opened::Large(large) => Ok(relay(&gateway, large).await),
             }
         })
@@ -199,6 +204,42 @@ async fn open(request: http::Request<Body>, limit: u64) -> Opened {
                 });
             }
         }
+    }
+}
+
+impl Large {
+    /// The call's aim: its model, version and sequence's key.
+    fn aim<'a>(&'a self, sequence: Option<&'a [u8]>) -> Aim<'a> {
+        let leading = &self.leading;
+        Aim::sequenced(&leading.model_name, sequence).at_version(&leading.model_version)
+    }
+
+    /// Its route lets its bytes go as they came (`door::relays_as_sent`:
+    /// no rename, no mirror, no version asked); otherwise the generated
+    /// service decodes it. Asked before admission, with the key's name
+    /// looked up without counting anything: the service admits it then.
+    fn relays_as_sent(&self, gateway: &Gateway) -> bool {
+        let headers = &self.parts.headers;
+        let credential = headers.get("authorization").map(|v| v.as_bytes());
+        let facts = RouteFacts {
+            headers: gateway.route_headers(|name| {
+                let value = headers.get(name)?;
+                Some(Bytes::copy_from_slice(value.as_bytes()))
+            }),
+            key_name: gateway.guard().key_name(bearer(credential)),
+            ..RouteFacts::of(FrontKind::Grpc)
+        };
+        let ctx = RequestContext::untraced().with_facts(facts);
+        let sequence = parameters_sequence_key(&self.leading.parameters);
+        // A call no route takes is refused by the decoding service, with
+        // the same error.
+        door::relays_as_sent(gateway, &ctx, &self.aim(sequence.as_deref())).unwrap_or(false)
+    }
+
+    /// The request for the generated service, the bytes read put back.
+    fn replayed(self) -> http::Request<Body> {
+        let seen = self.seen.into_iter().map(|b| Ok(Frame::data(b))).collect();
+        replayed(self.parts, seen, self.body)
     }
 }
 
@@ -335,7 +376,7 @@ async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
     let sequence = parameters_sequence_key(&leading.parameters);
     let aim = Aim::sequenced(&leading.model_name, sequence.as_deref());
     let relay = relay_of(&client_metadata);
-    let ctx = RequestContext::untraced();
+    let ctx = call_context(gateway, &client_metadata, &permit, FrontKind::Grpc);
     let answer = door::relay_raw(gateway, &ctx, aim, &relay, message).await;
     match answer {
         Ok(answer) => relayed(answer, (permit, inflight)),

@@ -17,11 +17,13 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::auth::call_context;
 use super::unary::relay_of;
 use crate::app::door::{self, Aim, StreamReplies};
+use crate::app::guard::Permit;
 use crate::app::shm::StreamWindows;
 use crate::app::Gateway;
-use crate::context::RequestContext;
+use crate::config::FrontKind;
 use crate::error::Error;
 use crate::proto::inference as pb;
 use crate::translate::sequence::sequence_key;
@@ -36,6 +38,7 @@ type Responses = mpsc::Sender<Result<pb::ModelStreamInferResponse, Status>>;
 pub(super) async fn stream(
     gateway: &Arc<Gateway>,
     request: Request<Streaming<pb::ModelInferRequest>>,
+    permit: &Permit,
 ) -> Result<Response<ResponseStream>, Status> {
     let inflight = gateway.inflight().enter();
     let (client_metadata, _, mut inbound) = request.into_parts();
@@ -50,7 +53,7 @@ pub(super) async fn stream(
         .then(|| Bridged::new(gateway.clone()));
     let (requests, upstream_requests) = mpsc::channel(STREAM_BUFFER);
     let sequence = sequence_key(&first);
-    let model = first.model_name.clone();
+    let (model, version) = (first.model_name.clone(), first.model_version.clone());
     let first = match &bridged {
         Some(bridged) => bridged.request(first).await,
         None => Ok(first),
@@ -61,9 +64,9 @@ pub(super) async fn stream(
             .try_send(Ok(refused))
             .map_err(|_| queue_failed())?,
     }
-    let aim = Aim::sequenced(&model, sequence.as_deref());
+    let aim = Aim::sequenced(&model, sequence.as_deref()).at_version(&version);
     let relay = relay_of(&client_metadata);
-    let ctx = RequestContext::untraced();
+    let ctx = call_context(gateway, &client_metadata, permit, FrontKind::Grpc);
     let upstream = ReceiverStream::new(upstream_requests);
     let replies = door::open_stream(gateway, &ctx, aim, Some(&relay), upstream)
         .await

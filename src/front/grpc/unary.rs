@@ -7,37 +7,41 @@
 
 use tonic::{Extensions, Request, Response, Status};
 
+use super::auth::call_context;
 use super::metadata;
 use crate::app::door::{self, Aim, Relay, Rpc};
+use crate::app::guard::Permit;
 use crate::app::Gateway;
-use crate::context::RequestContext;
+use crate::config::FrontKind;
+use crate::translate::rename::Renamed;
 
-/// Which backends may take a call, owned (the message it is read from is
-/// handed on): the model and a sequence's key.
+/// What a call is about, owned (the message it is read from is handed
+/// on): the model and the version asked for.
 pub(super) struct Target {
     pub model: Option<String>,
-    pub sequence: Option<Vec<u8>>,
+    pub version: String,
 }
 
 impl Target {
     /// A server-wide call: any ready backend.
     pub(super) const ANY: Target = Target {
         model: None,
-        sequence: None,
+        version: String::new(),
     };
 
-    /// A call about one model: a backend serving it (`""`: server-wide).
-    pub(super) fn model(name: &str) -> Target {
+    /// A call about one model at `version` (`""` for either: any): a
+    /// backend serving it (no model: server-wide).
+    pub(super) fn model(name: &str, version: &str) -> Target {
         Target {
             model: (!name.is_empty()).then(|| name.to_owned()),
-            sequence: None,
+            version: version.to_owned(),
         }
     }
 
     pub(super) fn aim(&self) -> Aim<'_> {
-        Aim {
-            model: self.model.as_deref(),
-            sequence: self.sequence.as_deref(),
+        match &self.model {
+            Some(model) => Aim::versioned(model, &self.version),
+            None => Aim::ANY,
         }
     }
 }
@@ -52,17 +56,21 @@ pub(super) fn relay_of(client_metadata: &tonic::metadata::MetadataMap) -> Relay 
 }
 
 /// Relays `request` with its RPC ([`Rpc::send`]).
-pub(super) async fn relay<Req: Rpc>(
+pub(super) async fn relay<Req: Rpc + Renamed>(
     gateway: &Gateway,
     request: Request<Req>,
     target: Target,
-) -> Result<Response<Req::Response>, Status> {
+    permit: &Permit,
+) -> Result<Response<Req::Response>, Status>
+where
+    Req::Response: Renamed,
+{
     let _inflight = gateway.inflight().enter();
     let (client_metadata, _, message) = request.into_parts();
     let relay = relay_of(&client_metadata);
     // The client's metadata (its trace headers included) crosses as it
     // came: the call has no trace of the gateway's own to add.
-    let ctx = RequestContext::untraced();
+    let ctx = call_context(gateway, &client_metadata, permit, FrontKind::Grpc);
     returned(door::relay(gateway, &ctx, target.aim(), &relay, message).await)
 }
 

@@ -16,10 +16,10 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use super::auth::admit_grpc;
+use super::auth::{admit_grpc, call_context};
 use crate::app::v1;
 use crate::app::Gateway;
-use crate::config::Group;
+use crate::config::{FrontKind, Group};
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
 use crate::model::ModelRef;
@@ -42,7 +42,7 @@ impl V1GrpcService {
 
     /// The tonic service, with the gateway's message-size limit both ways.
     pub fn server(self) -> GrpcServiceServer<V1GrpcService> {
-        let limit = self.gateway.config().upstream.max_message_bytes;
+        let limit = self.gateway.config().max_message_bytes();
         super::ACCEPTED_COMPRESSION.into_iter().fold(
             GrpcServiceServer::new(self)
                 .max_decoding_message_size(limit)
@@ -67,7 +67,11 @@ fn request_status(gateway: &Gateway, outcome: Option<&Error>) -> pb::RequestStat
 }
 
 /// One `Infer` call: inputs back to back as the HTTP body would hold them.
-async fn infer(gateway: &Arc<Gateway>, request: pb::InferRequest) -> pb::InferResponse {
+async fn infer(
+    gateway: &Arc<Gateway>,
+    ctx: &RequestContext,
+    request: pb::InferRequest,
+) -> pb::InferResponse {
     let header = request.meta_data.unwrap_or_default();
     let id = header.id;
     let model = ModelRef {
@@ -88,7 +92,6 @@ async fn infer(gateway: &Arc<Gateway>, request: pb::InferRequest) -> pb::InferRe
             })
             .freeze(),
     };
-    let ctx = &RequestContext::untraced();
     match v1::infer(gateway, ctx, &model, &header, &data).await {
         Ok((meta_data, raw_output)) => pb::InferResponse {
             request_status: Some(request_status(gateway, None)),
@@ -114,10 +117,10 @@ impl GrpcService for V1GrpcService {
         &self,
         request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
-        let _permit = admit_grpc(&self.gateway, &request, Group::Metadata)?;
+        let permit = admit_grpc(&self.gateway, &request, Group::Metadata)?;
+        let ctx = &call_context(&self.gateway, request.metadata(), &permit, FrontKind::V1);
         let name = request.into_inner().model_name;
         let model = (!name.is_empty()).then_some(name.as_str());
-        let ctx = &RequestContext::untraced();
         let result = v1::server_status(&self.gateway, ctx, model).await;
         Ok(Response::new(pb::StatusResponse {
             request_status: Some(request_status(&self.gateway, result.as_ref().err())),
@@ -148,9 +151,10 @@ impl GrpcService for V1GrpcService {
         &self,
         request: Request<pb::InferRequest>,
     ) -> Result<Response<pb::InferResponse>, Status> {
-        let _permit = admit_grpc(&self.gateway, &request, Group::Inference)?;
+        let permit = admit_grpc(&self.gateway, &request, Group::Inference)?;
+        let ctx = call_context(&self.gateway, request.metadata(), &permit, FrontKind::V1);
         Ok(Response::new(
-            infer(&self.gateway, request.into_inner()).await,
+            infer(&self.gateway, &ctx, request.into_inner()).await,
         ))
     }
 
@@ -162,14 +166,18 @@ impl GrpcService for V1GrpcService {
         &self,
         request: Request<Streaming<pb::InferRequest>>,
     ) -> Result<Response<InferStream>, Status> {
-        let _permit = admit_grpc(&self.gateway, &request, Group::Inference)?;
+        let permit = admit_grpc(&self.gateway, &request, Group::Inference)?;
+        let stream_ctx = call_context(&self.gateway, request.metadata(), &permit, FrontKind::V1);
         let mut inbound = request.into_inner();
         let (tx, rx) = tokio::sync::mpsc::channel(STREAM_BUFFER);
         let gateway = self.gateway.clone();
         tokio::spawn(async move {
             while let Some(next) = inbound.next().await {
+                // Each request of the stream is a request of its own: its
+                // own draw for a split.
+                let ctx = stream_ctx.another();
                 let answer = match next {
-                    Ok(request) => Ok(infer(&gateway, request).await),
+                    Ok(request) => Ok(infer(&gateway, &ctx, request).await),
                     Err(status) => Err(status),
                 };
                 let stop = answer.is_err();

@@ -1,12 +1,13 @@
 //! `GET /v2/tensorgate/backends`: the gateway itself (name and version,
 //! whatever the server metadata announces) and what it knows of its
-//! upstream group, for operators: each backend's address, health,
-//! in-flight count, requests served and the models it serves.
+//! upstream groups, for operators: each backend's group, address, health,
+//! in-flight count, requests served and the models it serves; each
+//! group's counts; the routing rules in force, with their live weights.
 
 use serde::Serialize;
 
 use crate::app::metadata::{GATEWAY_NAME, GATEWAY_VERSION};
-use crate::app::status::{self, BackendState};
+use crate::app::status::{self, BackendState, GroupState, RuleState};
 use crate::app::Gateway;
 
 /// The whole answer. Written with serde_json: this endpoint is ours, so no
@@ -17,6 +18,8 @@ use crate::app::Gateway;
 struct BackendsView {
     gateway: GatewayView,
     backends: Vec<BackendState>,
+    groups: Vec<GroupState>,
+    routes: Vec<RuleState>,
 }
 
 #[derive(Serialize)]
@@ -27,7 +30,9 @@ struct GatewayView {
 
 /// `{"gateway":{"name":"tensorgate","version":".."},"backends":[{"address":..,"usable":..,"seen_ready":..,"healthy":..,
 /// "ejected":..,"draining":..,"last_error":".."|null,"inflight":..,
-/// "served":..,"models":[..]|null}]}`.
+/// "served":..,"models":[..]|null,"group":..}],"groups":[{"name":..,"serving":..,
+/// "backends":..,"usable":..}],"routes":[{"rule":"routes[0]",..the
+/// rule's keys as configured..}]}`.
 pub(crate) fn backends_json(gateway: &Gateway) -> Vec<u8> {
     let view = BackendsView {
         gateway: GatewayView {
@@ -35,6 +40,8 @@ pub(crate) fn backends_json(gateway: &Gateway) -> Vec<u8> {
             version: GATEWAY_VERSION,
         },
         backends: status::backends(gateway),
+        groups: status::groups(gateway),
+        routes: status::rules(gateway),
     };
     serde_json::to_vec(&view).expect("structs of strings, numbers and bools always serialize")
 }

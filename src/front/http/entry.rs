@@ -12,7 +12,8 @@ use tracing::Instrument;
 
 use crate::app::guard::bearer;
 use crate::app::Gateway;
-use crate::context::RequestContext;
+use crate::config::FrontKind;
+use crate::context::{RequestContext, RouteFacts};
 use crate::error::Error;
 use crate::front::http::handlers;
 use crate::front::http::plan::Plan;
@@ -45,7 +46,15 @@ macro_rules! request_span {
 pub fn plan(gateway: &Gateway, target: &str, req: &HttpRequest) -> Option<Plan> {
     let config = gateway.config();
     let route = Route::classify_target(target, &config.v1.path_prefix)?;
-    Some(Plan::new(route, &req.method, &req.headers, &config.limits))
+    let mut plan = Plan::new(route, &req.method, &req.headers, &config.limits);
+    plan.route_headers = gateway.route_headers(|name| {
+        let value = req
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name));
+        value.map(|(_, v)| v.clone())
+    });
+    Some(plan)
 }
 
 /// Plans and answers one request as one complete response (a streamed
@@ -81,8 +90,8 @@ pub async fn answer(gateway: &Arc<Gateway>, plan: &Plan, mut req: HttpRequest) -
     let (parent, state) = &plan.trace;
     let trace = TraceContext::from_headers(parent.as_deref(), state.as_deref()).joined(&span);
     let trace_id = trace.trace_id();
-    let ctx = RequestContext::traced(trace);
-    let answer = admitted(gateway, &ctx, plan, &mut req);
+    let mut ctx = RequestContext::traced(trace);
+    let answer = admitted(gateway, &mut ctx, plan, &mut req);
     let answer = answer.instrument(span.clone()).await;
     let upstream = ctx.upstream_use();
     let (status, bytes_out) = match &answer {
@@ -111,6 +120,7 @@ pub async fn answer(gateway: &Arc<Gateway>, plan: &Plan, mut req: HttpRequest) -
         upstream.time,
     );
     if gateway.config().log.access_log {
+        let routed = ctx.route_note();
         access::record(&AccessLine {
             method: req.method.as_str(),
             path: &req.path,
@@ -122,6 +132,8 @@ pub async fn answer(gateway: &Arc<Gateway>, plan: &Plan, mut req: HttpRequest) -
             total_us: took.as_micros() as u64,
             upstream_us: upstream.time.as_micros() as u64,
             backend: upstream.backend,
+            group: routed.group.as_deref().unwrap_or_default(),
+            rule: routed.rule.as_deref().unwrap_or_default(),
             trace_id,
         });
     }
@@ -157,7 +169,7 @@ fn account(
 /// Access rules, then the route's handler; every failure an answer.
 async fn admitted(
     gateway: &Arc<Gateway>,
-    ctx: &RequestContext,
+    ctx: &mut RequestContext,
     plan: &Plan,
     req: &mut HttpRequest,
 ) -> Answer {
@@ -165,13 +177,24 @@ async fn admitted(
     let credential = bearer(plan.authorization.as_deref());
     let guard = gateway.guard();
     let metrics = gateway.metrics();
-    let _permit = match guard
+    let permit = match guard
         .restricted(route.group(), |name| req.header(name), metrics)
         .and_then(|()| guard.admit(route.group(), credential, req.peer, metrics))
     {
         Ok(permit) => permit,
         Err(error) => return Answer::Full(v1::refusal(gateway, route, &error)),
     };
+    let front = match route {
+        Route::V1(_) => FrontKind::V1,
+        _ => FrontKind::Http,
+    };
+    ctx.set_facts(RouteFacts {
+        headers: plan.route_headers.clone(),
+        key_name: permit.key_name().cloned(),
+        ..RouteFacts::of(front)
+    });
+    let ctx = &*ctx;
+    let _permit = permit;
     if let Route::V1(v1_route) = route {
         return Answer::Full(v1::answer(gateway, ctx, v1_route, req).await);
     }

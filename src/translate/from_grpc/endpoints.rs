@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 
+use crate::proto::inference::repository_index_response::ModelIndex;
 use crate::proto::inference::{
     log_settings_response::{self, setting_value::ParameterChoice as LogParam},
     model_metadata_response::TensorMetadata,
@@ -233,10 +234,32 @@ pub(crate) fn model_statistics_json(stats: &ModelStatisticsResponse) -> Vec<u8> 
 /// (Triton leaves them out of the JSON, and its gRPC front only fills what
 /// that JSON had).
 pub(crate) fn repository_index_json(index: &RepositoryIndexResponse) -> Vec<u8> {
-    let mut out = Vec::with_capacity(2 + 64 * index.models.len());
-    write_array(&mut out, &index.models, |out, m| {
+    let entries: Vec<(Option<&str>, &ModelIndex)> =
+        index.models.iter().map(|m| (None, m)).collect();
+    repository_entries_json(&entries)
+}
+
+/// The index over several upstream groups (`app::index`): each entry of
+/// every group, in order, with a `group` key after its `name` naming the
+/// group it is in (an entry Triton's own index never has).
+pub(crate) fn repository_index_grouped_json(
+    groups: &[(&str, &RepositoryIndexResponse)],
+) -> Vec<u8> {
+    let entries: Vec<(Option<&str>, &ModelIndex)> = groups
+        .iter()
+        .flat_map(|(group, index)| index.models.iter().map(move |m| (Some(*group), m)))
+        .collect();
+    repository_entries_json(&entries)
+}
+
+fn repository_entries_json(entries: &[(Option<&str>, &ModelIndex)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + 64 * entries.len());
+    write_array(&mut out, entries, |out, (group, m)| {
         let mut obj = Obj::new(out);
         obj.str("name", &m.name);
+        if let Some(group) = group {
+            obj.str("group", group);
+        }
         for (key, value) in [
             ("version", &m.version),
             ("state", &m.state),

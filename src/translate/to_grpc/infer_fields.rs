@@ -43,8 +43,9 @@ mod field {
     pub(super) const VALUE: u32 = 2;
 }
 
-/// Fields 1–6 of the `ModelInferRequest` for `request`, encoded.
-pub(crate) fn model_infer_fields(request: &InferRequest) -> Vec<u8> {
+/// Fields 1–6 of the `ModelInferRequest` for `request`, encoded, the
+/// model named `model` (its name upstream: a route may rename it).
+pub(crate) fn model_infer_fields(request: &InferRequest, model: &str) -> Vec<u8> {
     let id = String::from_utf8_lossy(&request.id);
     let parameters: Vec<(&str, InferParameter)> = request
         .parameters
@@ -53,7 +54,7 @@ pub(crate) fn model_infer_fields(request: &InferRequest) -> Vec<u8> {
         .collect();
     let inputs: Vec<Tensor> = request.inputs.iter().map(Tensor::input).collect();
     let outputs: Vec<Tensor> = request.outputs.iter().map(Tensor::output).collect();
-    let len = str_len(field::MODEL_NAME, &request.model_name)
+    let len = str_len(field::MODEL_NAME, model)
         + str_len(field::MODEL_VERSION, &request.model_version)
         + str_len(field::ID, &id)
         + entries_len(field::PARAMETERS, &parameters)
@@ -66,7 +67,7 @@ pub(crate) fn model_infer_fields(request: &InferRequest) -> Vec<u8> {
             .map(|t| nested_len(field::OUTPUTS, t.len))
             .sum::<usize>();
     let mut out = Vec::with_capacity(len);
-    put_str(field::MODEL_NAME, &request.model_name, &mut out);
+    put_str(field::MODEL_NAME, model, &mut out);
     put_str(field::MODEL_VERSION, &request.model_version, &mut out);
     put_str(field::ID, &id, &mut out);
     put_entries(field::PARAMETERS, &parameters, &mut out);
@@ -304,7 +305,7 @@ mod tests {
         let mut st = 0x9e37_79b9_7f4a_7c15;
         for _ in 0..2000 {
             let request = request(&mut st);
-            let fields = model_infer_fields(&request);
+            let fields = model_infer_fields(&request, &request.model_name);
             assert_eq!(decoded(&fields), by_prost(&request), "{request:?}");
         }
     }
@@ -330,7 +331,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            model_infer_fields(&request),
+            model_infer_fields(&request, &request.model_name),
             by_prost(&request).encode_to_vec()
         );
     }

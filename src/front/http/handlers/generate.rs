@@ -141,7 +141,7 @@ async fn open(
     model: &ModelRef,
     req: &HttpRequest,
 ) -> Result<Upstream> {
-    let info = models::model_info(gateway, ctx, model).await?.ok_or_else(|| {
+    let info = models::model_info(gateway, ctx, model, None).await?.ok_or_else(|| {
         Error::unsupported(
             "generate needs the model's inputs, which the upstream does not provide (no ModelConfig or ModelMetadata)",
         )
@@ -164,7 +164,8 @@ async fn open(
         .parameters
         .retain(|(k, _)| !k.starts_with("triton_"));
     let sequence = request_sequence_key(&request);
-    let aim = Aim::sequenced(&request.model_name, sequence.as_deref());
+    let aim =
+        Aim::sequenced(&request.model_name, sequence.as_deref()).at_version(&request.model_version);
     let message = to_grpc::model_infer(&request);
     let requests = tokio_stream::once(message);
     let replies = door::open_stream(gateway, ctx, aim, None, requests).await?;

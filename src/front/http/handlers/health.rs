@@ -28,7 +28,7 @@ pub(super) async fn model_ready(
     model: &ModelRef,
 ) -> Result<HttpResponse> {
     let request = req_pb::model_ready(&model.name, &model.version);
-    let r = door::call(gateway, ctx, Aim::model(&model.name), request).await?;
+    let r = door::call(gateway, ctx, Aim::of(model), request).await?;
     if r.ready {
         Ok(HttpResponse::empty(200, "text/plain"))
     } else {

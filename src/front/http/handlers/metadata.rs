@@ -26,7 +26,7 @@ pub(super) async fn model(
     model: &ModelRef,
 ) -> Result<HttpResponse> {
     let request = req_pb::model_metadata(&model.name, &model.version);
-    let r = door::call(gateway, ctx, Aim::model(&model.name), request).await;
+    let r = door::call(gateway, ctx, Aim::of(model), request).await;
     rendered(r, render::model_metadata_json)
 }
 
@@ -36,7 +36,7 @@ pub(super) async fn config(
     model: &ModelRef,
 ) -> Result<HttpResponse> {
     let request = req_pb::model_config(&model.name, &model.version);
-    let r = door::call(gateway, ctx, Aim::model(&model.name), request).await;
+    let r = door::call(gateway, ctx, Aim::of(model), request).await;
     rendered(r, model_config::model_config_response_json)
 }
 
@@ -50,6 +50,6 @@ pub(super) async fn statistics(
         .as_ref()
         .map_or(("", ""), |m| (&m.name[..], &m.version[..]));
     let request = req_pb::model_statistics(name, version);
-    let r = door::call(gateway, ctx, Aim::model(name), request).await;
+    let r = door::call(gateway, ctx, Aim::versioned(name, version), request).await;
     rendered(r, render::model_statistics_json)
 }

@@ -1,10 +1,11 @@
-//! The `model-repository` group: the repository index (the upstream's),
+//! The `model-repository` group: the repository index (every upstream
+//! group's, `app::index`: with several groups each entry names its own),
 //! and load and unload through the core's fan-out (`app::fanout`):
 //! Triton's empty 200, plus `Tensorgate-Backends` after a fan-out.
 
-use super::rendered;
-use crate::app::door::{self, Aim, Relay};
+use crate::app::door::Relay;
 use crate::app::fanout::{control_repository, Control};
+use crate::app::index;
 use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
@@ -18,8 +19,15 @@ pub(super) async fn index(
     body: &[u8],
 ) -> Result<HttpResponse> {
     let request = req_pb::repository_index(body)?;
-    let r = door::call(gateway, ctx, Aim::ANY, request).await;
-    rendered(r, render::repository_index_json)
+    let listed = index::repository_index(gateway, ctx, &request, None).await?;
+    let body = match listed.as_slice() {
+        [one] => render::repository_index_json(&one.index),
+        several => {
+            let groups: Vec<(&str, &_)> = several.iter().map(|l| (&*l.group, &l.index)).collect();
+            render::repository_index_grouped_json(&groups)
+        }
+    };
+    Ok(HttpResponse::json(body))
 }
 
 /// Load or unload (`control`, made from the body once the route is
