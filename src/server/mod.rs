@@ -55,9 +55,14 @@ pub fn run(gateway: Gateway) -> Result<std::convert::Infallible, String> {
         hangups: signals.hangups,
     };
     server.add_service(background_service("reload", reload));
+    let groups: Vec<String> = config
+        .groups()
+        .iter()
+        .map(|(name, group)| format!("{name}={:?}", group.addresses))
+        .collect();
     tracing::info!(
         listeners = %bound.describe(),
-        upstream = ?config.upstream.addresses,
+        groups = %groups.join(" "),
         max_connections = cap,
         "tensorgate listening"
     );

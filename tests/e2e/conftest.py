@@ -73,10 +73,11 @@ def find_tritonserver():
     return path
 
 
-def launch_triton(tmpdir, name, models, extra_args=()):
-    """Starts one more tritonserver (free ports, the e2e model repository,
-    only `models` loaded; `*` loads all); returns its process, HTTP base URL,
-    gRPC address and log path. Wait for it with `wait_triton_ready`."""
+def launch_triton(tmpdir, name, models, extra_args=(), repository=MODEL_REPOSITORY):
+    """Starts one more tritonserver (free ports, the e2e model repository or
+    `repository`, only `models` loaded; `*` loads all); returns its process,
+    HTTP base URL, gRPC address and log path. Wait for it with
+    `wait_triton_ready`."""
     binary = find_tritonserver()
     backends = os.path.join(os.path.dirname(os.path.dirname(binary)), "backends")
     http_port, grpc_port = free_port(), free_port()
@@ -86,7 +87,7 @@ def launch_triton(tmpdir, name, models, extra_args=()):
     env = dict(os.environ)
     # The Python backend starts its stubs with the python3 on PATH: the venv's.
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    cmd = [binary, "--model-repository=" + MODEL_REPOSITORY, "--backend-directory=" + backends,
+    cmd = [binary, "--model-repository=" + repository, "--backend-directory=" + backends,
            "--http-address=127.0.0.1", "--http-port=%d" % http_port,
            "--grpc-address=127.0.0.1", "--grpc-port=%d" % grpc_port,
            "--allow-metrics=false", "--model-control-mode=explicit"]
@@ -96,7 +97,7 @@ def launch_triton(tmpdir, name, models, extra_args=()):
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     return {"proc": proc, "http": "http://127.0.0.1:%d" % http_port,
             "grpc": "127.0.0.1:%d" % grpc_port, "log": log_path,
-            "launch": (tmpdir, name, models, tuple(extra_args))}
+            "launch": (tmpdir, name, models, tuple(extra_args), repository)}
 
 
 def wait_triton_ready(triton):
@@ -138,7 +139,7 @@ def listening(log_path):
     line = next((l for l in text.splitlines() if "tensorgate listening" in l), None)
     if line is None:
         return None
-    return {key: m.group(1) for key in ("http", "grpc")
+    return {key: m.group(1) for key in ("http", "grpc", "admin")
             for m in [re.search(r"\b%s=([0-9.:]+)" % key, line)] if m}
 
 
@@ -158,7 +159,7 @@ def launch_gateway(tmpdir, name, args, grpc=False):
                    "tensorgate", log_path)
         ports = listening(log_path)
         return {"proc": proc, "http": "http://" + ports["http"], "grpc": ports.get("grpc"),
-                "log": log_path}
+                "admin": ports.get("admin"), "log": log_path}
     except BaseException:
         # Whatever failed here, the caller never gets the process to stop.
         stop(proc)

@@ -5,7 +5,9 @@ The behaviour is selected by the model config parameter ``kind``:
 
 * ``identity``   every input ``INPUT<i>`` is returned unchanged as ``OUTPUT<i>``
                  (BF16 goes through DLPack because numpy has no bfloat16).
-* ``add_sub``    ``OUTPUT0 = INPUT0 + INPUT1``, ``OUTPUT1 = INPUT0 - INPUT1``.
+* ``add_sub``    ``OUTPUT0 = INPUT0 + INPUT1``, ``OUTPUT1 = INPUT0 - INPUT1``
+                 (plus the config parameter ``skew`` on ``OUTPUT0``, default
+                 0: a model that answers otherwise, for shadow traffic).
 * ``accumulate`` sequence model: ``OUTPUT0`` = running sum of ``INPUT0`` for the
                  sequence given by the CORRID control input (reset on START,
                  forgotten after END).
@@ -47,6 +49,7 @@ class TritonPythonModel:
         self.config = json.loads(args["model_config"])
         self.kind = _param(self.config, "kind", "identity")
         self.default_delay_ms = float(_param(self.config, "default_delay_ms", "0"))
+        self.skew = float(_param(self.config, "skew", "0"))
         self.inputs = [i["name"] for i in self.config.get("input", [])]
         self.outputs = {o["name"]: o for o in self.config.get("output", [])}
         self.sums = {}
@@ -103,7 +106,7 @@ class TritonPythonModel:
         return self._response(
             request,
             [
-                pb_utils.Tensor("OUTPUT0", (a + b).astype(dtype)),
+                pb_utils.Tensor("OUTPUT0", (a + b + self.skew).astype(dtype)),
                 pb_utils.Tensor("OUTPUT1", (a - b).astype(dtype)),
             ],
         )
