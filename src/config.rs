@@ -18,7 +18,9 @@ pub(crate) use auth::SECRET_SHOWN;
 pub use auth::{ApiKey, Auth, Group, RestrictedApi};
 pub use connections::Connections;
 pub use generate::Generate;
-pub use routes::{glob_match, FrontKind, HeaderMatch, MirrorRule, RouteRule, DEFAULT_GROUP};
+pub use routes::{
+    glob_match, FrontKind, HeaderMatch, MirrorRule, ModelPattern, RouteRule, DEFAULT_GROUP,
+};
 pub use shared_memory::{Mode as SharedMemoryMode, SharedMemory};
 pub mod v1;
 
@@ -673,6 +675,66 @@ mod tests {
                 value: "a=b".into(),
             }]
         );
+    }
+
+    /// The example's commented groups and routes, uncommented, are a valid
+    /// configuration, and so is the shape a new user copies from the docs.
+    #[test]
+    fn the_commented_routing_example_parses_and_validates() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tensorgate.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let start = text.find("# [upstreams.stable]").expect("the example");
+        let block: String = text[start..]
+            .lines()
+            .take_while(|l| l.starts_with('#'))
+            .map(|l| format!("{}\n", l.strip_prefix("# ").unwrap_or("")))
+            .collect();
+        let config = Config::from_toml(&block).expect("the example parses");
+        config.validate().expect("the example is valid");
+        assert_eq!(config.routes.len(), 1);
+        let mirror = config.routes[0].mirror.as_ref().expect("a mirror");
+        assert_eq!((mirror.group.as_str(), mirror.percent), ("shadow", 100.0));
+        assert_eq!(config.routes[0].line.0, Some(8));
+        // No [upstream] beside [upstreams]: no group "default".
+        assert!(!config.groups().contains_key(DEFAULT_GROUP));
+        let written = r#"
+[upstreams.stable]
+addresses = ["triton-a:8001"]
+[upstreams.canary]
+addresses = ["triton-b:8001"]
+[upstreams.shadow]
+addresses = ["triton-c:8001"]
+
+[[routes]]                      # first match wins
+models = ["add_sub", "resnet*"] # globs; absent: any model
+split = { stable = 90, canary = 10 }
+sticky_header = "x-session-id"  # the split's key (a sequence_id always sticks)
+mirror = { group = "shadow", percent = 100 }
+
+[[routes]]
+models = ["classifier"]
+header = { name = "x-tenant", value = "blue" }
+group = "canary"
+upstream_model = "classifier_v2"
+"#;
+        let config = Config::from_toml(written).expect("parses as written");
+        config.validate().expect("valid as written");
+        assert_eq!(config.routes[1].line.0, Some(15));
+    }
+
+    /// The benchmark's ten rules (scripts/bench-instructions) are valid.
+    #[test]
+    fn the_benchmarks_routes_are_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/routes-10.toml");
+        let text = std::fs::read_to_string(path)
+            .unwrap()
+            .replace("@UPSTREAM@", "127.0.0.1:1");
+        let mut config = Config::from_toml(&text).expect("parses");
+        // The benchmark's --upstream is the group `default`.
+        config.upstream_omitted = false;
+        config.validate().expect("valid");
+        assert_eq!(config.routes.len(), 10);
+        assert!(config.groups().contains_key(DEFAULT_GROUP));
     }
 
     #[test]

@@ -27,30 +27,16 @@ pub(crate) struct RouteFacts {
     pub(crate) headers: Vec<Option<Bytes>>,
     /// The name of the API key the request carries.
     pub(crate) key_name: Option<Arc<str>>,
-    /// The request's own draw, for a split without a key: one value for
-    /// all the calls of the request ([`next_draw`]).
-    pub(crate) draw: u64,
 }
 
 impl RouteFacts {
-    /// The facts of a request through `front`, with a fresh draw.
+    /// The facts of a request through `front`.
     pub(crate) fn of(front: FrontKind) -> RouteFacts {
         RouteFacts {
             front: Some(front),
-            draw: next_draw(),
             ..RouteFacts::default()
         }
     }
-}
-
-/// The next request's draw: a Weyl sequence (the golden ratio's step), so
-/// consecutive draws spread evenly over the range and a split's weights
-/// hold over any run of requests, not only on average.
-pub(crate) fn next_draw() -> u64 {
-    static DRAWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    DRAWS
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// Where the routes sent a request's first call (`app::routing`): its
@@ -152,14 +138,11 @@ impl RequestContext {
     }
 
     /// Another request with the same trace and facts (a request of the
-    /// same stream): its own draw and its own record.
+    /// same stream): its own record.
     pub(crate) fn another(&self) -> RequestContext {
         RequestContext {
             trace: self.trace.clone(),
-            facts: RouteFacts {
-                draw: next_draw(),
-                ..self.facts.clone()
-            },
+            facts: self.facts.clone(),
             upstream: Arc::default(),
         }
     }

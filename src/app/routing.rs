@@ -11,10 +11,11 @@
 //! split picks its side from a draw: the hash of the request's sticky key
 //! when it has one (a `sequence_id` first, then the rule's header or API
 //! key), so a client lands on one side every time, on every replica; else
-//! the request's own draw, a low-discrepancy sequence of the gateway's, so
-//! the weights hold from one request to the next and all calls of one
-//! request go to one side. The sides are ordered by group name, so every
-//! replica splits alike whatever order its file lists them in.
+//! the split's own turn, a low-discrepancy sequence, so the weights hold
+//! from one request to the next, not only on average. A request is routed
+//! once: its calls take that one route (`Routed`). The sides are ordered
+//! by group name, so every replica splits alike whatever order its file
+//! lists them in.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,7 +25,7 @@ use std::time::Duration;
 use prometheus::{Histogram, IntCounter};
 
 use crate::config::{
-    glob_match, Config, FrontKind, MirrorRule, RouteRule, Upstream, DEFAULT_GROUP,
+    Config, FrontKind, MirrorRule, ModelPattern, RouteRule, Upstream, DEFAULT_GROUP,
 };
 use crate::context::RouteFacts;
 use crate::error::{Error, Kind, Result};
@@ -32,7 +33,7 @@ use crate::metrics::Metrics;
 use crate::upstream::{ModelCache, Pool, UpstreamSettings};
 
 /// One upstream group: its pool and what the gateway keeps of it.
-pub(crate) struct Group {
+pub(crate) struct UpstreamGroup {
     pub(crate) name: Arc<str>,
     pub(crate) pool: Arc<Pool>,
     /// The signatures of its models, by the names the group serves them
@@ -43,9 +44,9 @@ pub(crate) struct Group {
     pub(crate) config: Upstream,
 }
 
-impl Group {
-    fn new(name: &str, config: &Upstream, metrics: &Arc<Metrics>) -> Group {
-        Group {
+impl UpstreamGroup {
+    fn new(name: &str, config: &Upstream, metrics: &Arc<Metrics>) -> UpstreamGroup {
+        UpstreamGroup {
             name: name.into(),
             pool: Pool::new(UpstreamSettings::from_config(config), metrics.clone()),
             models: ModelCache::new(config.model_info_ttl()),
@@ -56,15 +57,15 @@ impl Group {
 
 /// The groups and the compiled rules in force.
 pub(crate) struct Routing {
-    groups: BTreeMap<String, Arc<Group>>,
-    default: Option<Arc<Group>>,
+    groups: BTreeMap<String, Arc<UpstreamGroup>>,
+    default: Option<Arc<UpstreamGroup>>,
     rules: Vec<Rule>,
     /// The header names the rules read, lower-case, each once: what a
     /// front reads of a request for them ([`RouteFacts::headers`]).
     headers: Vec<String>,
     /// The groups clients' calls go to (the default, and every group a
     /// rule sends to): what readiness asks about.
-    serving: Vec<Arc<Group>>,
+    serving: Vec<Arc<UpstreamGroup>>,
     /// The counts of calls no rule matched (only with rules: without
     /// any, the per-backend series say it all).
     default_counts: Option<Arc<CallCounts>>,
@@ -74,7 +75,7 @@ pub(crate) struct Routing {
 struct Rule {
     /// The rule's name in metrics and logs (`RouteRule::label`).
     label: Arc<str>,
-    models: Vec<String>,
+    models: Vec<ModelPattern>,
     version: Option<String>,
     /// The index of the header in [`Routing::headers`], and its value.
     header: Option<(usize, String)>,
@@ -94,12 +95,21 @@ enum Destination {
         sides: Vec<(Side, u64)>,
         total: u64,
         sticky: Sticky,
+        /// Keyless requests routed so far: the next one's turn.
+        turns: AtomicU64,
     },
+}
+
+/// The `n`th point of a Weyl sequence over the `u64` range (the golden
+/// ratio's step): any run of consecutive points is spread evenly, so a
+/// share of the range receives its share of any run of turns.
+fn weyl(n: u64) -> u64 {
+    n.wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// A group a rule sends to, with the counts of its calls there.
 struct Side {
-    group: Arc<Group>,
+    group: Arc<UpstreamGroup>,
     counts: Arc<CallCounts>,
 }
 
@@ -148,7 +158,7 @@ enum Sticky {
 
 /// A rule's mirror: where, how much, within what, and its counts.
 pub(crate) struct Mirror {
-    pub(crate) group: Arc<Group>,
+    pub(crate) group: Arc<UpstreamGroup>,
     pub(crate) rule: MirrorRule,
     /// Mirror calls of the rule in flight now (`rule.max_inflight` at
     /// most).
@@ -231,8 +241,7 @@ impl Mirror {
     /// when its place on a low-discrepancy sequence falls below the
     /// percentage, so the share holds over any run of requests.
     pub(crate) fn picks(&self) -> bool {
-        let n = self.seen.fetch_add(1, Ordering::Relaxed);
-        let point = n.wrapping_mul(0x9e37_79b9_7f4a_7c15) as f64 / 2f64.powi(64);
+        let point = weyl(self.seen.fetch_add(1, Ordering::Relaxed)) as f64 / 2f64.powi(64);
         point * 100.0 < self.rule.percent
     }
 
@@ -244,7 +253,7 @@ impl Mirror {
 /// Where a call goes, decided once for it.
 #[derive(Clone)]
 pub(crate) struct Routed {
-    pub(crate) group: Arc<Group>,
+    pub(crate) group: Arc<UpstreamGroup>,
     /// The model's name toward the upstream, when the route renames it.
     pub(crate) upstream_model: Option<Arc<str>>,
     /// The rule that matched (`None`: the default group).
@@ -268,7 +277,11 @@ impl Routed {
     pub(crate) fn for_tests() -> Routed {
         let metrics = Arc::new(Metrics::new());
         Routed {
-            group: Arc::new(Group::new(DEFAULT_GROUP, &Upstream::default(), &metrics)),
+            group: Arc::new(UpstreamGroup::new(
+                DEFAULT_GROUP,
+                &Upstream::default(),
+                &metrics,
+            )),
             upstream_model: None,
             rule: None,
             mirror: None,
@@ -282,7 +295,7 @@ impl Routing {
     /// reused where their tables did not change (their pools keep their
     /// backends' health and connections) but for their addresses.
     pub(crate) fn new(config: &Config, kept: Option<&Routing>, metrics: &Arc<Metrics>) -> Routing {
-        let groups: BTreeMap<String, Arc<Group>> = config
+        let groups: BTreeMap<String, Arc<UpstreamGroup>> = config
             .groups()
             .into_iter()
             .map(|(name, table)| {
@@ -292,7 +305,7 @@ impl Routing {
                         old.pool.set_addresses(table.addresses.clone());
                         old.clone()
                     }
-                    _ => Arc::new(Group::new(name, table, metrics)),
+                    _ => Arc::new(UpstreamGroup::new(name, table, metrics)),
                 };
                 (name.to_string(), group)
             })
@@ -315,7 +328,7 @@ impl Routing {
             .filter_map(|(index, rule)| compile(index, rule, &groups, &mut header_index, metrics))
             .collect();
         let default = groups.get(DEFAULT_GROUP).cloned();
-        let mut serving: Vec<Arc<Group>> = default.iter().cloned().collect();
+        let mut serving: Vec<Arc<UpstreamGroup>> = default.iter().cloned().collect();
         for group in rules.iter().flat_map(|rule| rule.to.groups()) {
             if !serving.iter().any(|g| Arc::ptr_eq(g, group)) {
                 serving.push(group.clone());
@@ -341,7 +354,7 @@ impl Routing {
 
     /// Clients' calls reach `group` (it is the default, or a rule sends to
     /// it).
-    pub(crate) fn serves(&self, group: &Arc<Group>) -> bool {
+    pub(crate) fn serves(&self, group: &Arc<UpstreamGroup>) -> bool {
         self.serving.iter().any(|g| Arc::ptr_eq(g, group))
     }
 
@@ -353,13 +366,12 @@ impl Routing {
     /// The renames of the rules: the client's name of a model (each name
     /// a rule gives that is not a pattern), its name upstream, and the
     /// groups the rule sends to.
-    pub(crate) fn renames(&self) -> impl Iterator<Item = (&str, &str, Vec<&Arc<Group>>)> {
+    pub(crate) fn renames(&self) -> impl Iterator<Item = (&str, &str, Vec<&Arc<UpstreamGroup>>)> {
         self.rules.iter().flat_map(|rule| {
             let upstream = rule.upstream_model.as_deref();
             rule.models
                 .iter()
-                .filter(|name| !name.contains(['*', '?']))
-                .filter_map(move |name| Some((name.as_str(), upstream?, rule.to.groups())))
+                .filter_map(move |m| Some((m.exact()?, upstream?, rule.to.groups())))
         })
     }
 
@@ -376,13 +388,18 @@ impl Routing {
         self.serving.iter().any(|group| group.pool.any_usable())
     }
 
+    /// Some rule is in force (without any, every call goes to `default`).
+    pub(crate) fn has_rules(&self) -> bool {
+        !self.rules.is_empty()
+    }
+
     /// The header names the rules read (see [`RouteFacts::headers`]).
     pub(crate) fn headers(&self) -> &[String] {
         &self.headers
     }
 
     /// Every group, by name.
-    pub(crate) fn groups(&self) -> impl Iterator<Item = &Arc<Group>> {
+    pub(crate) fn groups(&self) -> impl Iterator<Item = &Arc<UpstreamGroup>> {
         self.groups.values()
     }
 
@@ -431,8 +448,27 @@ impl Routing {
         }
     }
 
+    /// Whether a call about `model` at `version` takes a rule that renames
+    /// the model or mirrors (`None`: none matches and there is no default
+    /// group). Picks no side of a split: no turn of it is taken.
+    pub(crate) fn rewrites(
+        &self,
+        facts: &RouteFacts,
+        model: &str,
+        version: Option<&str>,
+    ) -> Option<bool> {
+        match self
+            .rules
+            .iter()
+            .find(|rule| rule.matches(facts, model, version))
+        {
+            Some(rule) => Some(rule.upstream_model.is_some() || rule.mirror.is_some()),
+            None => self.default.as_ref().map(|_| false),
+        }
+    }
+
     /// The route to `group` when no rule matched.
-    fn to_default(&self, group: &Arc<Group>) -> Routed {
+    fn to_default(&self, group: &Arc<UpstreamGroup>) -> Routed {
         Routed {
             group: group.clone(),
             upstream_model: None,
@@ -444,8 +480,12 @@ impl Routing {
 }
 
 impl Rule {
+    /// Every condition holds, the cheapest looked at first.
     fn matches(&self, facts: &RouteFacts, model: &str, version: Option<&str>) -> bool {
-        if !self.models.is_empty() && !self.models.iter().any(|m| glob_match(m, model)) {
+        if self.front.is_some_and(|front| facts.front != Some(front)) {
+            return false;
+        }
+        if !self.models.is_empty() && !self.models.iter().any(|m| m.matches(model)) {
             return false;
         }
         if let Some(wanted) = &self.version {
@@ -464,13 +504,13 @@ impl Rule {
                 return false;
             }
         }
-        self.front.is_none_or(|front| facts.front == Some(front))
+        true
     }
 }
 
 impl Destination {
     /// The groups it sends to.
-    fn groups(&self) -> Vec<&Arc<Group>> {
+    fn groups(&self) -> Vec<&Arc<UpstreamGroup>> {
         match self {
             Destination::One(side) => vec![&side.group],
             Destination::Split { sides, .. } => sides.iter().map(|(side, _)| &side.group).collect(),
@@ -480,20 +520,24 @@ impl Destination {
     /// The side a call goes to: the one, or the split's side for the
     /// call's draw.
     fn side(&self, facts: &RouteFacts, sequence: Option<&[u8]>) -> Option<&Side> {
-        let (sides, total, sticky) = match self {
+        let (sides, total, sticky, turns) = match self {
             Destination::One(side) => return Some(side),
             Destination::Split {
                 sides,
                 total,
                 sticky,
-            } => (sides, *total, *sticky),
+                turns,
+            } => (sides, *total, *sticky, turns),
         };
         let key = sequence.or(match sticky {
             Sticky::None => None,
             Sticky::Header(at) => facts.headers.get(at).and_then(Option::as_deref),
             Sticky::ApiKey => facts.key_name.as_deref().map(str::as_bytes),
         });
-        let draw = key.map_or(facts.draw, stable_hash);
+        let draw = match key {
+            Some(key) => stable_hash(key),
+            None => weyl(turns.fetch_add(1, Ordering::Relaxed)),
+        };
         // The draw's place in [0, total), without a division's bias.
         let point = ((u128::from(draw) * u128::from(total)) >> 64) as u64;
         sides
@@ -524,7 +568,7 @@ pub(crate) fn stable_hash(key: &[u8]) -> u64 {
 fn compile(
     index: usize,
     rule: &RouteRule,
-    groups: &BTreeMap<String, Arc<Group>>,
+    groups: &BTreeMap<String, Arc<UpstreamGroup>>,
     header_index: &mut impl FnMut(&str) -> usize,
     metrics: &Metrics,
 ) -> Option<Rule> {
@@ -558,12 +602,13 @@ fn compile(
                 sides,
                 total: below,
                 sticky,
+                turns: AtomicU64::new(0),
             })
         }
         (None, true) => None,
     }?;
     Some(Rule {
-        models: rule.models.clone(),
+        models: rule.models.iter().map(|m| ModelPattern::new(m)).collect(),
         version: rule.version.clone(),
         header: rule
             .header
@@ -598,7 +643,6 @@ fn same_but_addresses(old: &Upstream, new: &Upstream) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::next_draw;
 
     /// The routing of a configuration text (its groups' addresses never
     /// dialled: no call is made).
@@ -709,18 +753,17 @@ group = "shadow"
         let routing = routing(&format!(
             "{GROUPS}\n[[routes]]\nsplit = {{ stable = 90, canary = 10 }}\n"
         ));
-        let n = 20_000;
-        let canary = (0..n)
-            .filter(|_| {
-                let facts = RouteFacts {
-                    draw: next_draw(),
-                    ..facts(FrontKind::Http)
-                };
-                went(&routing, &facts, "m").0 == "canary"
-            })
-            .count();
-        let share = canary as f64 / n as f64;
-        assert!((share - 0.10).abs() <= 0.005, "{share}");
+        let facts = facts(FrontKind::Http);
+        let mut canary = 0;
+        for n in 1..=20_000 {
+            canary += usize::from(went(&routing, &facts, "m").0 == "canary");
+            // Over any run, not only the whole: a tenth within a request
+            // or two.
+            if n % 100 == 0 {
+                let expected = n / 10;
+                assert!(canary.abs_diff(expected) <= 2, "{canary} of {n}");
+            }
+        }
     }
 
     #[test]
@@ -746,10 +789,9 @@ sticky_header = "X-Session-Id"
         for session in 0..1000 {
             let key = bytes::Bytes::from(format!("session-{session}"));
             let side = |routing: &Routing| {
-                // A fresh draw each time: only the key may decide.
+                // Each time the split's next turn: only the key may decide.
                 let facts = RouteFacts {
                     headers: vec![Some(key.clone())],
-                    draw: next_draw(),
                     ..facts(FrontKind::Http)
                 };
                 went(routing, &facts, "m").0
@@ -760,17 +802,14 @@ sticky_header = "X-Session-Id"
             *sides.entry(first).or_default() += 1;
             // A sequence sticks, whatever header it carries.
             let sequence = format!("{session}");
-            let on = |routing: &Routing, draw| {
-                let facts = RouteFacts {
-                    draw,
-                    ..facts(FrontKind::Grpc)
-                };
+            let on = |routing: &Routing| {
+                let facts = facts(FrontKind::Grpc);
                 let routed = routing
                     .route(&facts, Some("m"), None, Some(sequence.as_bytes()))
                     .unwrap();
                 routed.group.name.to_string()
             };
-            assert_eq!(on(&one, next_draw()), on(&other, next_draw()));
+            assert_eq!(on(&one), on(&other));
         }
         // Both sides get keys.
         assert!(sides.values().all(|n| *n > 400), "{sides:?}");

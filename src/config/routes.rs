@@ -267,6 +267,46 @@ pub(crate) fn validate(rules: &[RouteRule], groups: &BTreeSet<&str>) -> Result<(
     Ok(())
 }
 
+/// A model pattern of a rule, compiled once: most patterns are a name, a
+/// prefix (`resnet*`) or a suffix (`*_large`), each matched without the
+/// general walk; the rest are globs ([`glob_match`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelPattern {
+    Exact(String),
+    Prefix(String),
+    Suffix(String),
+    Glob(String),
+}
+
+impl ModelPattern {
+    pub fn new(pattern: &str) -> ModelPattern {
+        let wild = |s: &str| s.contains(['*', '?']);
+        match (pattern.strip_suffix('*'), pattern.strip_prefix('*')) {
+            _ if !wild(pattern) => ModelPattern::Exact(pattern.to_string()),
+            (Some(prefix), _) if !wild(prefix) => ModelPattern::Prefix(prefix.to_string()),
+            (_, Some(suffix)) if !wild(suffix) => ModelPattern::Suffix(suffix.to_string()),
+            _ => ModelPattern::Glob(pattern.to_string()),
+        }
+    }
+
+    pub fn matches(&self, name: &str) -> bool {
+        match self {
+            ModelPattern::Exact(exact) => name == exact,
+            ModelPattern::Prefix(prefix) => name.starts_with(prefix.as_str()),
+            ModelPattern::Suffix(suffix) => name.ends_with(suffix.as_str()),
+            ModelPattern::Glob(glob) => glob_match(glob, name),
+        }
+    }
+
+    /// The one name it matches, if it is a name.
+    pub fn exact(&self) -> Option<&str> {
+        match self {
+            ModelPattern::Exact(exact) => Some(exact),
+            _ => None,
+        }
+    }
+}
+
 /// `name` matches `pattern`, where `*` is any run of characters and `?`
 /// any one. Written here rather than taken from a glob crate: model names
 /// are matched on every request, this allocates nothing, and `*` and `?`
@@ -330,6 +370,35 @@ mod tests {
         ] {
             assert!(!glob_match(pattern, name), "{pattern} !~ {name}");
         }
+    }
+
+    #[test]
+    fn compiled_patterns_match_as_globs_do() {
+        let patterns = [
+            "add_sub", "resnet*", "*_large", "gpt?", "a*b*c", "*", "**", "?*", "",
+        ];
+        let names = [
+            "add_sub", "resnet50", "resnet", "x_large", "gpt4", "gpt", "axxbyyc", "",
+        ];
+        for pattern in patterns {
+            let compiled = ModelPattern::new(pattern);
+            for name in names {
+                assert_eq!(
+                    compiled.matches(name),
+                    glob_match(pattern, name),
+                    "{pattern} ~ {name}: {compiled:?}"
+                );
+            }
+        }
+        assert_eq!(
+            ModelPattern::new("resnet*"),
+            ModelPattern::Prefix("resnet".into())
+        );
+        assert_eq!(
+            ModelPattern::new("*_large"),
+            ModelPattern::Suffix("_large".into())
+        );
+        assert_eq!(ModelPattern::new("add_sub").exact(), Some("add_sub"));
     }
 
     fn rule(group: &str) -> RouteRule {

@@ -258,6 +258,15 @@ FLOWS = [
                               body=req_json(ADD_SUB_JSON), headers=JSON),
          unknown_model(), both(Own(404, "I6"))),
 
+    # The version asked is the version served (docs/interop.md I23).
+    Flow("infer_of_an_unknown_version",
+         ERR("POST", "/v2/models/add_sub/versions/9/infer", 404,
+             "Request for unknown model: 'add_sub' version 9 is not found", ct="text/plain",
+             body=req_json(ADD_SUB_JSON), headers=JSON),
+         {"mlserver": Answer("I23", 404, "Model add_sub with version 9 not found"),
+          "kserve": Answer("I23", 404, "Request for unknown model: 'add_sub' version 9 is not found")},
+         {"mlserver": Own(404, "I23"), "kserve": Own(501, "I23")}),
+
     # Refusals left to the server: its models see what Triton's core checks
     Flow("unknown_input",
          ERR("POST", "/v2/models/add_sub/infer", 400,

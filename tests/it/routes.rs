@@ -364,6 +364,18 @@ async fn a_mirror_holds_no_more_than_its_bounds() {
     assert_eq!(groups.demo("shadow").infer_count(), 0);
 }
 
+/// A v1 binary infer of add_sub's two inputs, to the model named `model`.
+async fn v1_add_sub(gateway: &Arc<Gateway>, model: &str) -> HttpResponse {
+    let header = r#"batch_size: 1 input { name: "INPUT0" dims: 2 } input { name: "INPUT1" dims: 2 } output { name: "OUTPUT0" } output { name: "OUTPUT1" }"#;
+    let tensors: Vec<u8> = [1f32, 2.0, 3.0, 4.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let path = format!("/api/infer/{model}?format=binary");
+    let headers = [("NV-InferRequest", header)];
+    send(gateway, Method::POST, &path, &headers, Bytes::from(tensors)).await
+}
+
 /// Every part of an answer a client reads.
 fn shown(response: &HttpResponse) -> String {
     let headers: Vec<String> = response
@@ -429,19 +441,7 @@ async fn a_renamed_model_never_shows_its_upstream_name() {
         "add_sub"
     );
     // v1 over HTTP.
-    let header = r#"batch_size: 1 input { name: "INPUT0" dims: 2 } input { name: "INPUT1" dims: 2 } output { name: "OUTPUT0" } output { name: "OUTPUT1" }"#;
-    let tensors: Vec<u8> = [1f32, 2.0, 3.0, 4.0]
-        .iter()
-        .flat_map(|v| v.to_le_bytes())
-        .collect();
-    let r = send(
-        &gateway,
-        Method::POST,
-        "/api/infer/adder?format=binary",
-        &[("NV-InferRequest", header)],
-        Bytes::from(tensors),
-    )
-    .await;
+    let r = v1_add_sub(&gateway, "adder").await;
     assert_eq!(r.status, 200, "{}", shown(&r));
     assert!(!shown(&r).contains("add_sub"), "{}", shown(&r));
     // gRPC: the decoded way, every answer renamed back.
@@ -716,4 +716,45 @@ fn sighup_moves_the_weights_under_load_and_the_access_log_names_group_and_rule()
     }
     let _ = std::fs::remove_file(&config);
     let _ = std::fs::remove_file(&log);
+}
+
+#[tokio::test]
+async fn generate_load_unload_and_v1_follow_the_routes() {
+    let groups = Groups::start(&["default", "gpu", "legacy"]);
+    let gateway = groups
+        .gateway(
+            "[[routes]]\nfront = \"v1\"\ngroup = \"legacy\"\n\n[[routes]]\nmodels = [\"add_sub\"]\ngroup = \"gpu\"\n",
+        )
+        .await;
+    // /generate and /generate_stream: the stream goes to the rule's group.
+    for path in [
+        "/v2/models/add_sub/generate",
+        "/v2/models/add_sub/generate_stream",
+    ] {
+        let before = groups.counts();
+        let r = post(&gateway, path, &[], r#"{"INPUT0":[1,2],"INPUT1":[3,4]}"#).await;
+        assert_eq!(r.status, 200, "{path}: {}", text(&r));
+        assert_eq!(groups.served(&before), "gpu", "{path}");
+    }
+    // An unload goes to the group the model's route names, and only there.
+    let r = post(&gateway, "/v2/repository/models/add_sub/unload", &[], "").await;
+    assert_eq!(r.status, 200, "{}", text(&r));
+    let index = text(&post(&gateway, "/v2/repository/index", &[], "").await);
+    assert!(
+        index.contains(r#"{"name":"add_sub","group":"default","version":"1","state":"READY"}"#),
+        "{index}"
+    );
+    assert!(
+        index.contains(r#"{"name":"add_sub","group":"gpu","version":"1","state":"UNAVAILABLE""#),
+        "{index}"
+    );
+    assert_eq!(get(&gateway, "/v2/models/add_sub/ready").await.status, 400);
+    let r = post(&gateway, "/v2/repository/models/add_sub/load", &[], "").await;
+    assert_eq!(r.status, 200, "{}", text(&r));
+    assert_eq!(get(&gateway, "/v2/models/add_sub/ready").await.status, 200);
+    // The v1 API is a front of its own.
+    let before = groups.counts();
+    let r = v1_add_sub(&gateway, "add_sub").await;
+    assert_eq!(r.status, 200, "{}", shown(&r));
+    assert_eq!(groups.served(&before), "legacy");
 }

@@ -1,7 +1,8 @@
 //! Shadow traffic: a route's `mirror` copies a share of its inferences to
-//! another group. The copy is sent from a task of its own, beside the
-//! primary call, with its own deadline (`mirror.timeout_ms`); it never
-//! delays, changes or fails the primary answer. What it holds is bounded:
+//! another group. The copy is sent from a task of its own once the primary
+//! call has ended, with its own deadline (`mirror.timeout_ms`): none of
+//! its work is on the primary answer's way (measured: `scripts/bench
+//! --mirror-only`), and it never changes or fails that answer. What it holds is bounded:
 //! only messages whose tensors are all in hand (not still arriving, not
 //! answered into shared memory) of at most `mirror.max_bytes` are copied,
 //! at most `mirror.max_inflight` at once — the rest are counted as
@@ -25,8 +26,8 @@ use crate::upstream::encoded::EncodedInfer;
 use crate::upstream::rpc::model_infer;
 use crate::upstream::Target;
 
-/// A mirror call running beside the primary: it is told the primary's
-/// answer ([`Shadow::answered`]) to judge its own against.
+/// A mirror call waiting for the primary's answer ([`Shadow::answered`]),
+/// which it then judges its own against.
 pub(super) struct Shadow {
     primary: oneshot::Sender<Option<ModelInferResponse>>,
     max_bytes: usize,
@@ -77,6 +78,10 @@ pub(super) fn start(
     let (model, sequence) = (model.to_string(), sequence.map(<[u8]>::to_vec));
     tokio::spawn(async move {
         let _permit = permit;
+        // The primary's answer first (`None`: it failed, or its answer is
+        // too large to hold), so that the copy's work follows the answer
+        // rather than competing with it on this thread.
+        let primary = answer.await.ok().flatten();
         // A call of the gateway's own: not the client's request, whose
         // access line and upstream time it must not touch.
         let ctx = RequestContext::untraced();
@@ -90,7 +95,7 @@ pub(super) fn start(
             Err(_) => None,
         };
         mirror.counts.call(shadow.is_some());
-        let verdict = match (answer.await.ok().flatten(), shadow) {
+        let verdict = match (primary, shadow) {
             (Some(primary), Some(shadow)) => {
                 let primary = from_grpc::model_infer(primary, b"");
                 let shadow = from_grpc::model_infer(shadow, b"");

@@ -131,17 +131,32 @@ pub(crate) fn route(gateway: &Gateway, ctx: &RequestContext, aim: &Aim<'_>) -> R
 }
 
 /// A client's `ModelInfer` about `aim` can be relayed as its bytes came
-/// (`relay_raw`): its route neither renames the model nor mirrors, and
-/// the client asked for no version (whose answer is checked decoded,
-/// [`served_version`]).
+/// (`relay_raw`): its rule neither renames the model nor mirrors, and the
+/// client asked for no version (whose answer is checked decoded,
+/// [`served_version`]). A call no route takes is not (the decoding way
+/// answers it). Asked before the call is routed: it takes no split's turn.
+/// `facts`: what the call tells the rules, read when [`has_rules`].
 pub(crate) fn relays_as_sent(
     gateway: &Gateway,
-    ctx: &RequestContext,
     aim: &Aim<'_>,
-) -> Result<bool> {
-    let routed = route(gateway, ctx, aim)?;
-    let asked = aim.version.is_some_and(|v| !v.is_empty());
-    Ok(routed.upstream_model.is_none() && routed.mirror.is_none() && !asked)
+    facts: Option<&crate::context::RouteFacts>,
+) -> bool {
+    if aim.version.is_some_and(|v| !v.is_empty()) {
+        return false;
+    }
+    let routing = gateway.routing();
+    match (aim.model, facts) {
+        (Some(model), Some(facts)) if routing.has_rules() => {
+            routing.rewrites(facts, model, aim.version) == Some(false)
+        }
+        _ => !routing.has_rules() || aim.model.is_none(),
+    }
+}
+
+/// Some routing rule is in force: a front reads what the rules match on
+/// only then.
+pub(crate) fn has_rules(gateway: &Gateway) -> bool {
+    gateway.routing().has_rules()
 }
 
 /// An inference answer made the client's (of `request`, routed by
@@ -173,17 +188,18 @@ fn answer_named(
 
 /// An inference answer is of the version the client asked for (`asked`
 /// empty: any): an upstream that ignores the version (KServe's gRPC
-/// does) and answers with another is refused with Triton's own text for
-/// an unknown version, never passed on. An answer that names no version
-/// cannot be checked, and passes. Versions compare as numbers when both
-/// are (`01` is `1`, as Triton parses them).
+/// does) and answers with another — or with none, a model without
+/// versions — is refused with Triton's own text for an unknown version,
+/// never passed on. Versions compare as numbers when both are (`01` is
+/// `1`, as Triton parses them).
 pub(crate) fn served_version(model: &str, asked: &str, served: &str) -> Result<()> {
-    let same = match (asked.parse::<i64>(), served.parse::<i64>()) {
-        (Ok(a), Ok(s)) => a == s,
-        _ => asked == served,
-    };
-    if asked.is_empty() || served.is_empty() || same {
+    if asked.is_empty() || asked == served {
         return Ok(());
+    }
+    if let (Ok(a), Ok(s)) = (asked.parse::<i64>(), served.parse::<i64>()) {
+        if a == s {
+            return Ok(());
+        }
     }
     Err(Error::not_found(format!(
         "Request for unknown model: '{model}' version {asked} is not found"
@@ -251,4 +267,24 @@ pub(crate) fn error_named_back(mut error: Error, upstream: &str, client: &str) -
 pub(crate) struct Relay {
     pub(crate) deadline: Option<Duration>,
     pub(crate) metadata: MetadataMap,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_version_asked_must_be_the_version_served() {
+        assert!(served_version("m", "", "3").is_ok());
+        assert!(served_version("m", "1", "1").is_ok());
+        assert!(served_version("m", "01", "1").is_ok());
+        for served in ["1", ""] {
+            let refused = served_version("m", "9", served).unwrap_err();
+            assert_eq!(refused.kind, crate::error::Kind::NotFound);
+            assert_eq!(
+                refused.message,
+                "Request for unknown model: 'm' version 9 is not found"
+            );
+        }
+    }
 }

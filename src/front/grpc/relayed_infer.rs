@@ -84,6 +84,9 @@ const HEAD_MAX: usize = 1 << 20;
 pub(crate) struct RelayedInfer {
     inner: GrpcInferenceServiceServer<Passthrough>,
     gateway: Arc<Gateway>,
+    /// The largest message any group takes (`Config::max_message_bytes`),
+    /// read once.
+    limit: u64,
 }
 
 impl RelayedInfer {
@@ -91,7 +94,12 @@ impl RelayedInfer {
         inner: GrpcInferenceServiceServer<Passthrough>,
         gateway: Arc<Gateway>,
     ) -> RelayedInfer {
-        RelayedInfer { inner, gateway }
+        let limit = gateway.config().max_message_bytes() as u64;
+        RelayedInfer {
+            inner,
+            gateway,
+            limit,
+        }
     }
 }
 
@@ -112,14 +120,14 @@ impl RelayedInfer {
             return inner.call(request);
         }
         let gateway = self.gateway.clone();
-        let limit = gateway.config().max_message_bytes() as u64;
+        let limit = self.limit;
         Box::pin(async move {
             match open(request, limit).await {
                 Opened::Whole(request) => inner.call(request).await,
-                Opened::Large(large) if !large.relays_as_sent(&gateway) => {
-                    inner.call(large.replayed()).await
-                }
-                Opened::Large(large) => Ok(relay(&gateway, large).await),
+                Opened::Large(mut large) => match large.relays_as_sent(&gateway) {
+                    true => Ok(relay(&gateway, large).await),
+                    false => inner.call(large.replayed()).await,
+                },
             }
         })
     }
@@ -145,6 +153,9 @@ struct Large {
     len: u64,
     /// `None`: the message is whole in `seen` and the body ended with it.
     body: Option<Body>,
+    /// What the routes read of the call, once read (only when there are
+    /// rules: [`Large::relays_as_sent`]).
+    facts: Option<RouteFacts>,
 }
 
 /// Reads frames until the call's size and leading fields are known.
@@ -201,6 +212,7 @@ async fn open(request: http::Request<Body>, limit: u64) -> Opened {
                     leading,
                     len,
                     body: (!small).then_some(body),
+                    facts: None,
                 });
             }
         }
@@ -208,32 +220,30 @@ async fn open(request: http::Request<Body>, limit: u64) -> Opened {
 }
 
 impl Large {
-    /// The call's aim: its model, version and sequence's key.
-    fn aim<'a>(&'a self, sequence: Option<&'a [u8]>) -> Aim<'a> {
-        let leading = &self.leading;
-        Aim::sequenced(&leading.model_name, sequence).at_version(&leading.model_version)
-    }
-
     /// Its route lets its bytes go as they came (`door::relays_as_sent`:
     /// no rename, no mirror, no version asked); otherwise the generated
     /// service decodes it. Asked before admission, with the key's name
     /// looked up without counting anything: the service admits it then.
-    fn relays_as_sent(&self, gateway: &Gateway) -> bool {
+    /// The facts, read once (when there are rules to read them), are kept
+    /// for the call's context.
+    fn relays_as_sent(&mut self, gateway: &Gateway) -> bool {
         let headers = &self.parts.headers;
-        let credential = headers.get("authorization").map(|v| v.as_bytes());
-        let facts = RouteFacts {
-            headers: gateway.route_headers(|name| {
-                let value = headers.get(name)?;
-                Some(Bytes::copy_from_slice(value.as_bytes()))
-            }),
-            key_name: gateway.guard().key_name(bearer(credential)),
-            ..RouteFacts::of(FrontKind::Grpc)
-        };
-        let ctx = RequestContext::untraced().with_facts(facts);
-        let sequence = parameters_sequence_key(&self.leading.parameters);
-        // A call no route takes is refused by the decoding service, with
-        // the same error.
-        door::relays_as_sent(gateway, &ctx, &self.aim(sequence.as_deref())).unwrap_or(false)
+        if door::has_rules(gateway) {
+            let credential = headers.get("authorization").map(|v| v.as_bytes());
+            self.facts = Some(RouteFacts {
+                headers: gateway.route_headers(|name| {
+                    let value = headers.get(name)?;
+                    Some(Bytes::copy_from_slice(value.as_bytes()))
+                }),
+                key_name: gateway.guard().key_name(bearer(credential)),
+                ..RouteFacts::of(FrontKind::Grpc)
+            });
+        }
+        // Whether it is rewritten is the rule's, not a split side's: no
+        // sequence needed.
+        let leading = &self.leading;
+        let aim = Aim::model(&leading.model_name).at_version(&leading.model_version);
+        door::relays_as_sent(gateway, &aim, self.facts.as_ref())
     }
 
     /// The request for the generated service, the bytes read put back.
@@ -346,6 +356,7 @@ async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
         leading,
         len,
         body,
+        facts,
     } = large;
     let peer = peer(&parts.extensions);
     let client_metadata = MetadataMap::from_headers(parts.headers);
@@ -374,9 +385,13 @@ async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
         }
     };
     let sequence = parameters_sequence_key(&leading.parameters);
-    let aim = Aim::sequenced(&leading.model_name, sequence.as_deref());
+    let aim =
+        Aim::sequenced(&leading.model_name, sequence.as_deref()).at_version(&leading.model_version);
     let relay = relay_of(&client_metadata);
-    let ctx = call_context(gateway, &client_metadata, &permit, FrontKind::Grpc);
+    let ctx = match facts {
+        Some(facts) => RequestContext::untraced().with_facts(facts),
+        None => call_context(gateway, &client_metadata, &permit, FrontKind::Grpc),
+    };
     let answer = door::relay_raw(gateway, &ctx, aim, &relay, message).await;
     match answer {
         Ok(answer) => relayed(answer, (permit, inflight)),

@@ -173,8 +173,8 @@ impl GrpcService for V1GrpcService {
         let gateway = self.gateway.clone();
         tokio::spawn(async move {
             while let Some(next) = inbound.next().await {
-                // Each request of the stream is a request of its own: its
-                // own draw for a split.
+                // Each request of the stream is a request of its own,
+                // routed on its own.
                 let ctx = stream_ctx.another();
                 let answer = match next {
                     Ok(request) => Ok(infer(&gateway, &ctx, request).await),

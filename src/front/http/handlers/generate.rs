@@ -141,7 +141,10 @@ async fn open(
     model: &ModelRef,
     req: &HttpRequest,
 ) -> Result<Upstream> {
-    let info = models::model_info(gateway, ctx, model, None).await?.ok_or_else(|| {
+    // Routed once: the signature and the stream take one route (a
+    // sequence's own, once its key is read).
+    let routed = door::route(gateway, ctx, &Aim::of(model))?;
+    let info = models::model_info(gateway, ctx, model, Some(&routed)).await?.ok_or_else(|| {
         Error::unsupported(
             "generate needs the model's inputs, which the upstream does not provide (no ModelConfig or ModelMetadata)",
         )
@@ -166,6 +169,11 @@ async fn open(
     let sequence = request_sequence_key(&request);
     let aim =
         Aim::sequenced(&request.model_name, sequence.as_deref()).at_version(&request.model_version);
+    let routed = match sequence {
+        Some(_) => door::route(gateway, ctx, &aim)?,
+        None => routed,
+    };
+    let aim = aim.on(&routed);
     let message = to_grpc::model_infer(&request);
     let requests = tokio_stream::once(message);
     let replies = door::open_stream(gateway, ctx, aim, None, requests).await?;
