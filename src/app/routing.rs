@@ -448,25 +448,6 @@ impl Routing {
         }
     }
 
-    /// Whether a call about `model` at `version` takes a rule that renames
-    /// the model or mirrors (`None`: none matches and there is no default
-    /// group). Picks no side of a split: no turn of it is taken.
-    pub(crate) fn rewrites(
-        &self,
-        facts: &RouteFacts,
-        model: &str,
-        version: Option<&str>,
-    ) -> Option<bool> {
-        match self
-            .rules
-            .iter()
-            .find(|rule| rule.matches(facts, model, version))
-        {
-            Some(rule) => Some(rule.upstream_model.is_some() || rule.mirror.is_some()),
-            None => self.default.as_ref().map(|_| false),
-        }
-    }
-
     /// The route to `group` when no rule matched.
     fn to_default(&self, group: &Arc<UpstreamGroup>) -> Routed {
         Routed {

@@ -130,27 +130,11 @@ pub(crate) fn route(gateway: &Gateway, ctx: &RequestContext, aim: &Aim<'_>) -> R
     Ok(routed)
 }
 
-/// A client's `ModelInfer` about `aim` can be relayed as its bytes came
-/// (`relay_raw`): its rule neither renames the model nor mirrors, and the
-/// client asked for no version (whose answer is checked decoded,
-/// [`served_version`]). A call no route takes is not (the decoding way
-/// answers it). Asked before the call is routed: it takes no split's turn.
-/// `facts`: what the call tells the rules, read when [`has_rules`].
-pub(crate) fn relays_as_sent(
-    gateway: &Gateway,
-    aim: &Aim<'_>,
-    facts: Option<&crate::context::RouteFacts>,
-) -> bool {
-    if aim.version.is_some_and(|v| !v.is_empty()) {
-        return false;
-    }
-    let routing = gateway.routing();
-    match (aim.model, facts) {
-        (Some(model), Some(facts)) if routing.has_rules() => {
-            routing.rewrites(facts, model, aim.version) == Some(false)
-        }
-        _ => !routing.has_rules() || aim.model.is_none(),
-    }
+/// A call on `routed` has its message rewritten: its rule renames the
+/// model or mirrors it (a client's `ModelInfer` is then relayed decoded,
+/// not as its bytes came: `relay_raw`).
+pub(crate) fn rewrites(routed: &Routed) -> bool {
+    routed.upstream_model.is_some() || routed.mirror.is_some()
 }
 
 /// Some routing rule is in force: a front reads what the rules match on

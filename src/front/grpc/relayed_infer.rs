@@ -41,12 +41,13 @@ use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tonic::Status;
 use tower_service::Service;
 
-use super::auth::{admit, call_context};
+use super::auth::admit;
 use super::metadata;
 use super::service::Passthrough;
 use super::unary::relay_of;
 use crate::app::door::{self, Aim, RawReply, RelayedMessage};
 use crate::app::guard::{bearer, Permit};
+use crate::app::routing::Routed;
 use crate::app::{Gateway, InflightGuard};
 use crate::body::{self, BodyFeed, BodyRest, Fault, STREAM_FROM};
 use crate::config::{FrontKind, Group};
@@ -153,9 +154,9 @@ struct Large {
     len: u64,
     /// `None`: the message is whole in `seen` and the body ended with it.
     body: Option<Body>,
-    /// What the routes read of the call, once read (only when there are
-    /// rules: [`Large::relays_as_sent`]).
-    facts: Option<RouteFacts>,
+    /// The call's context and route, once routed
+    /// ([`Large::relays_as_sent`]).
+    routed: Option<(RequestContext, Routed)>,
 }
 
 /// Reads frames until the call's size and leading fields are known.
@@ -212,7 +213,7 @@ async fn open(request: http::Request<Body>, limit: u64) -> Opened {
                     leading,
                     len,
                     body: (!small).then_some(body),
-                    facts: None,
+                    routed: None,
                 });
             }
         }
@@ -224,26 +225,42 @@ impl Large {
     /// no rename, no mirror, no version asked); otherwise the generated
     /// service decodes it. Asked before admission, with the key's name
     /// looked up without counting anything: the service admits it then.
-    /// The facts, read once (when there are rules to read them), are kept
-    /// for the call's context.
+    /// Routed here, once, before it is admitted (the way it takes
+    /// depends on its route): what the rules read of it (only with rules),
+    /// the API key's name looked up without counting anything. A call
+    /// relayed as sent keeps its context and route; one that is not
+    /// (a rule renames or mirrors, a version is asked, no route takes it)
+    /// goes to the generated service, which admits, routes and answers it.
     fn relays_as_sent(&mut self, gateway: &Gateway) -> bool {
-        let headers = &self.parts.headers;
-        if door::has_rules(gateway) {
-            let credential = headers.get("authorization").map(|v| v.as_bytes());
-            self.facts = Some(RouteFacts {
-                headers: gateway.route_headers(|name| {
-                    let value = headers.get(name)?;
-                    Some(Bytes::copy_from_slice(value.as_bytes()))
-                }),
-                key_name: gateway.guard().key_name(bearer(credential)),
-                ..RouteFacts::of(FrontKind::Grpc)
-            });
-        }
-        // Whether it is rewritten is the rule's, not a split side's: no
-        // sequence needed.
         let leading = &self.leading;
-        let aim = Aim::model(&leading.model_name).at_version(&leading.model_version);
-        door::relays_as_sent(gateway, &aim, self.facts.as_ref())
+        if !leading.model_version.is_empty() {
+            return false;
+        }
+        let headers = &self.parts.headers;
+        let facts = match door::has_rules(gateway) {
+            true => {
+                let credential = headers.get("authorization").map(|v| v.as_bytes());
+                RouteFacts {
+                    headers: gateway.route_headers(|name| {
+                        let value = headers.get(name)?;
+                        Some(Bytes::copy_from_slice(value.as_bytes()))
+                    }),
+                    key_name: gateway.guard().key_name(bearer(credential)),
+                    ..RouteFacts::of(FrontKind::Grpc)
+                }
+            }
+            false => RouteFacts::of(FrontKind::Grpc),
+        };
+        let ctx = RequestContext::untraced().with_facts(facts);
+        let sequence = parameters_sequence_key(&leading.parameters);
+        let aim = Aim::sequenced(&leading.model_name, sequence.as_deref());
+        match door::route(gateway, &ctx, &aim) {
+            Ok(routed) if !door::rewrites(&routed) => {
+                self.routed = Some((ctx, routed));
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The request for the generated service, the bytes read put back.
@@ -356,8 +373,11 @@ async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
         leading,
         len,
         body,
-        facts,
+        routed,
     } = large;
+    let Some((ctx, routed)) = routed else {
+        return Status::internal("a relayed call without its route").into_http();
+    };
     let peer = peer(&parts.extensions);
     let client_metadata = MetadataMap::from_headers(parts.headers);
     let permit = match admit(gateway, &client_metadata, peer, Group::Inference) {
@@ -385,13 +405,8 @@ async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
         }
     };
     let sequence = parameters_sequence_key(&leading.parameters);
-    let aim =
-        Aim::sequenced(&leading.model_name, sequence.as_deref()).at_version(&leading.model_version);
+    let aim = Aim::sequenced(&leading.model_name, sequence.as_deref()).on(&routed);
     let relay = relay_of(&client_metadata);
-    let ctx = match facts {
-        Some(facts) => RequestContext::untraced().with_facts(facts),
-        None => call_context(gateway, &client_metadata, &permit, FrontKind::Grpc),
-    };
     let answer = door::relay_raw(gateway, &ctx, aim, &relay, message).await;
     match answer {
         Ok(answer) => relayed(answer, (permit, inflight)),

@@ -46,15 +46,7 @@ macro_rules! request_span {
 pub fn plan(gateway: &Gateway, target: &str, req: &HttpRequest) -> Option<Plan> {
     let config = gateway.config();
     let route = Route::classify_target(target, &config.v1.path_prefix)?;
-    let mut plan = Plan::new(route, &req.method, &req.headers, &config.limits);
-    plan.route_headers = gateway.route_headers(|name| {
-        let value = req
-            .headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name));
-        value.map(|(_, v)| v.clone())
-    });
-    Some(plan)
+    Some(Plan::new(route, &req.method, &req.headers, &config.limits))
 }
 
 /// Plans and answers one request as one complete response (a streamed
@@ -188,8 +180,17 @@ async fn admitted(
         Route::V1(_) => FrontKind::V1,
         _ => FrontKind::Http,
     };
+    // The headers the routing rules read, each once (none without rules
+    // that read one).
+    let headers = gateway.route_headers(|name| {
+        let value = req
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name));
+        value.map(|(_, v)| v.clone())
+    });
     ctx.set_facts(RouteFacts {
-        headers: plan.route_headers.clone(),
+        headers,
         key_name: permit.key_name().cloned(),
         ..RouteFacts::of(front)
     });

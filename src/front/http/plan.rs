@@ -43,10 +43,6 @@ pub struct Plan {
     pub(crate) trace: (Option<Bytes>, Option<Bytes>),
     /// `Authorization` (a bearer API key).
     pub(crate) authorization: Option<Bytes>,
-    /// The headers the routing rules read, in their order
-    /// (`context::RouteFacts::headers`); filled by the entry, which
-    /// knows the rules.
-    pub(crate) route_headers: Vec<Option<Bytes>>,
 }
 
 /// How the session reads a body.
@@ -94,7 +90,6 @@ impl Plan {
                 header("tracestate").cloned(),
             ),
             authorization: header("Authorization").cloned(),
-            route_headers: Vec::new(),
         };
         plan.body = plan.body_plan(method, limits);
         plan
