@@ -34,7 +34,7 @@ use tonic::metadata::MetadataMap;
 
 use crate::app::routing::Routed;
 use crate::app::Gateway;
-use crate::context::RequestContext;
+use crate::context::{RequestContext, RouteFacts};
 use crate::error::{Error, Result};
 use crate::translate::rename;
 use crate::upstream::Target;
@@ -123,11 +123,19 @@ pub(crate) fn route(gateway: &Gateway, ctx: &RequestContext, aim: &Aim<'_>) -> R
     if let Some(routed) = aim.routed {
         return Ok(routed.clone());
     }
-    let routed = gateway
-        .routing()
-        .route(ctx.facts(), aim.model, aim.version, aim.sequence)?;
+    let routed = route_by(gateway, ctx.facts(), aim)?;
     ctx.routed(&routed.group.name, routed.rule.as_ref());
     Ok(routed)
+}
+
+/// The route of a call with `facts`, before any context is made for it
+/// (a relayed `ModelInfer` is routed on its first bytes, to learn which
+/// way it takes); the context that makes the call is told with
+/// [`RequestContext::routed`].
+pub(crate) fn route_by(gateway: &Gateway, facts: &RouteFacts, aim: &Aim<'_>) -> Result<Routed> {
+    gateway
+        .routing()
+        .route(facts, aim.model, aim.version, aim.sequence)
 }
 
 /// A call on `routed` has its message rewritten: its rule renames the

@@ -154,9 +154,11 @@ struct Large {
     len: u64,
     /// `None`: the message is whole in `seen` and the body ended with it.
     body: Option<Body>,
-    /// The call's context and route, once routed
-    /// ([`Large::relays_as_sent`]).
-    routed: Option<(RequestContext, Routed)>,
+    /// The call's route, once routed ([`Large::relays_as_sent`]). Its
+    /// context is made only where it is called: a context held here
+    /// would be copied with every move of this value (~1k instructions
+    /// a call, docs/performance.md).
+    routed: Option<Routed>,
 }
 
 /// Reads frames until the call's size and leading fields are known.
@@ -221,16 +223,13 @@ async fn open(request: http::Request<Body>, limit: u64) -> Opened {
 }
 
 impl Large {
-    /// Its route lets its bytes go as they came (`door::relays_as_sent`:
-    /// no rename, no mirror, no version asked); otherwise the generated
-    /// service decodes it. Asked before admission, with the key's name
-    /// looked up without counting anything: the service admits it then.
-    /// Routed here, once, before it is admitted (the way it takes
-    /// depends on its route): what the rules read of it (only with rules),
-    /// the API key's name looked up without counting anything. A call
-    /// relayed as sent keeps its context and route; one that is not
-    /// (a rule renames or mirrors, a version is asked, no route takes it)
-    /// goes to the generated service, which admits, routes and answers it.
+    /// Routed here, once, before it is admitted, since the way it takes
+    /// depends on its route: on what the rules read of it (only with
+    /// rules), the API key's name looked up without counting anything.
+    /// A call whose route lets its bytes go as they came keeps the route;
+    /// one that is not (a rule renames or mirrors it, a version is asked,
+    /// no route takes it) goes to the generated service, which admits,
+    /// routes and answers it.
     fn relays_as_sent(&mut self, gateway: &Gateway) -> bool {
         let leading = &self.leading;
         if !leading.model_version.is_empty() {
@@ -251,12 +250,11 @@ impl Large {
             }
             false => RouteFacts::of(FrontKind::Grpc),
         };
-        let ctx = RequestContext::untraced().with_facts(facts);
         let sequence = parameters_sequence_key(&leading.parameters);
         let aim = Aim::sequenced(&leading.model_name, sequence.as_deref());
-        match door::route(gateway, &ctx, &aim) {
+        match door::route_by(gateway, &facts, &aim) {
             Ok(routed) if !door::rewrites(&routed) => {
-                self.routed = Some((ctx, routed));
+                self.routed = Some(routed);
                 true
             }
             _ => false,
@@ -375,9 +373,11 @@ async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
         body,
         routed,
     } = large;
-    let Some((ctx, routed)) = routed else {
+    let Some(routed) = routed else {
         return Status::internal("a relayed call without its route").into_http();
     };
+    let ctx = RequestContext::untraced();
+    ctx.routed(&routed.group.name, routed.rule.as_ref());
     let peer = peer(&parts.extensions);
     let client_metadata = MetadataMap::from_headers(parts.headers);
     let permit = match admit(gateway, &client_metadata, peer, Group::Inference) {
