@@ -14,7 +14,7 @@ use crate::app::guard::bearer;
 use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::Error;
-use crate::front::http::handlers;
+use crate::front::http::{handlers, openai};
 use crate::front::http::plan::Plan;
 use crate::front::http::route::Route;
 use crate::front::http::v1;
@@ -44,7 +44,7 @@ macro_rules! request_span {
 /// reads its format there); `None` when no route has that path (404).
 pub fn plan(gateway: &Gateway, target: &str, req: &HttpRequest) -> Option<Plan> {
     let config = gateway.config();
-    let route = Route::classify_target(target, &config.v1.path_prefix)?;
+    let route = Route::classify_target(target, &config.v1.path_prefix, config.openai.enabled)?;
     Some(Plan::new(route, &req.method, &req.headers, &config.limits))
 }
 
@@ -154,6 +154,17 @@ fn account(
         .inc_by(bytes_out as u64);
 }
 
+/// The answer to a request refused before its handler ran (access rules,
+/// body limits), in its API's words: v1 style for v1 routes, OpenAI's
+/// shape for the OpenAI routes, the v2 error otherwise.
+pub(crate) fn refusal(gateway: &Gateway, route: &Route, error: &Error) -> HttpResponse {
+    match route {
+        Route::V1(_) => v1::refusal(gateway, error),
+        Route::OpenAi(_) => openai::error_response(error),
+        _ => HttpResponse::error(error),
+    }
+}
+
 /// Access rules, then the route's handler; every failure an answer.
 async fn admitted(
     gateway: &Arc<Gateway>,
@@ -170,10 +181,14 @@ async fn admitted(
         .and_then(|()| guard.admit(route.group(), credential, req.peer, metrics))
     {
         Ok(permit) => permit,
-        Err(error) => return Answer::Full(v1::refusal(gateway, route, &error)),
+        Err(error) => return Answer::Full(refusal(gateway, route, &error)),
     };
-    if let Route::V1(v1_route) = route {
-        return Answer::Full(v1::answer(gateway, ctx, v1_route, req).await);
+    match route {
+        Route::V1(v1_route) => return Answer::Full(v1::answer(gateway, ctx, v1_route, req).await),
+        Route::OpenAi(openai_route) => {
+            return openai::answer(gateway, ctx, plan, openai_route, req).await
+        }
+        _ => {}
     }
     if !route.allows(&req.method) {
         return Answer::Full(HttpResponse::error(&Error::method_not_allowed()));

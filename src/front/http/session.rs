@@ -221,7 +221,7 @@ impl GatewayService {
         };
         let metrics = self.gateway().metrics();
         metrics.rejected.with_label_values(&[reason]).inc();
-        let refusal = crate::front::http::v1::refusal(self.gateway(), route, &error);
+        let refusal = crate::front::http::entry::refusal(self.gateway(), route, &error);
         self.write_now(session, refusal, true, shutdown).await
     }
 

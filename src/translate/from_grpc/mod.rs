@@ -4,6 +4,7 @@
 
 pub(crate) mod endpoints;
 pub(crate) mod model_config;
+pub(crate) mod openai;
 pub(crate) mod request;
 pub(crate) mod stream;
 

@@ -3,6 +3,7 @@
 
 pub mod endpoints;
 mod infer_fields;
+pub(crate) mod openai;
 pub(crate) mod response;
 
 pub(crate) use infer_fields::model_infer_fields;

@@ -1,0 +1,234 @@
+//! `POST /v1/completions` and `POST /v1/chat/completions`: the body
+//! decoded (`wire::openai`), the model resolved (`app::openai`: its name
+//! upstream, convention and template), the chat rendered, the model's
+//! inputs made (`translate::to_grpc::openai`), and one `ModelStreamInfer`
+//! stream opened through the door for the model's name upstream. The
+//! answer is read whole, or streamed event by event (`stream`); each
+//! response's text and token counts come from
+//! `translate::from_grpc::openai`. [`Tally`] keeps the usage, the finish
+//! reason and the generation's metrics.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use crate::app::door::{self, Aim};
+use crate::app::{openai, Gateway};
+use crate::context::RequestContext;
+use crate::error::{Error, Result};
+use crate::front::http::handlers::generate::Upstream;
+use crate::front::http::plan::Plan;
+use crate::front::http::{Answer, HttpRequest, HttpResponse};
+use crate::metrics::Metrics;
+use crate::translate::from_grpc::openai::{piece, Piece};
+use crate::translate::from_grpc::stream::{self, StreamItem};
+use crate::translate::to_grpc;
+use crate::wire::openai::{decode, Answering, Endpoint, Generation, Prompt, Usage};
+
+/// A generation's request made and its stream open.
+pub(super) struct Opened {
+    pub(super) upstream: Upstream,
+    pub(super) answering: Answering,
+    pub(super) tally: Tally,
+    pub(super) include_usage: bool,
+}
+
+/// Answers one generation request, whole or streamed as it asked.
+pub(super) async fn answer(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+    plan: &Plan,
+    endpoint: Endpoint,
+    req: &HttpRequest,
+) -> Result<Answer> {
+    if !plan.body_identity() {
+        return Err(Error::invalid(
+            "Unsupported content-encoding, only 'identity' is supported.",
+        ));
+    }
+    let generation = decode(endpoint, &req.body)?;
+    let opened = open(gateway, ctx, &generation).await?;
+    if generation.stream {
+        super::stream::answer(gateway, opened).await
+    } else {
+        whole(gateway.metrics(), opened).await.map(Answer::Full)
+    }
+}
+
+/// Resolves the model, makes its inputs and opens the stream.
+async fn open(gateway: &Gateway, ctx: &RequestContext, generation: &Generation) -> Result<Opened> {
+    let served = openai::resolve(gateway, ctx, &generation.model).await?;
+    let prompt = match &generation.prompt {
+        Prompt::Text(text) => text.clone(),
+        Prompt::Chat(messages) => {
+            let Some(template) = &served.template else {
+                return Err(Error::invalid(format!(
+                    "model '{}' has no chat template: set openai.models.{}.chat_template to its tokenizer_config.json, or use /v1/completions",
+                    generation.model, generation.model
+                ))
+                .about("messages"));
+            };
+            let prompt = template.render(messages)?;
+            tracing::debug!(model = %generation.model, %prompt, "chat template rendered");
+            prompt
+        }
+    };
+    let config = &gateway.config().openai;
+    let max_tokens = generation.max_tokens.unwrap_or(config.default_max_tokens);
+    let request = to_grpc::openai::model_inputs(
+        served.backend,
+        &served.upstream,
+        &served.info,
+        generation,
+        prompt,
+        max_tokens,
+    )?;
+    let message = to_grpc::model_infer(&request);
+    let started = Instant::now();
+    let aim = Aim::model(&served.upstream);
+    let requests = tokio_stream::once(message);
+    let replies = door::open_stream(gateway, ctx, aim, None, requests).await?;
+    Ok(Opened {
+        upstream: Upstream::new(replies, request.id),
+        answering: Answering {
+            endpoint: generation.endpoint,
+            id: answer_id(generation.endpoint),
+            created: super::now_seconds(),
+            model: generation.model.clone(),
+        },
+        tally: Tally::new(&generation.model, max_tokens, started),
+        include_usage: generation.include_usage,
+    })
+}
+
+/// Reads the stream to its end: the texts joined, the one answer.
+async fn whole(metrics: &Metrics, mut opened: Opened) -> Result<HttpResponse> {
+    let mut text = String::new();
+    loop {
+        let item = opened.upstream.next().await;
+        match opened.tally.take(item, metrics) {
+            Ok(Taken::Piece(piece, last)) => {
+                text.push_str(&piece.text);
+                if last {
+                    opened.upstream.drain().await;
+                    break;
+                }
+            }
+            Ok(Taken::End) => break,
+            Err(error) => {
+                opened.tally.end(metrics, "error");
+                return Err(error);
+            }
+        }
+    }
+    opened.tally.end(metrics, "ok");
+    let tally = &opened.tally;
+    let body = opened.answering.whole(&text, tally.finish(), tally.usage());
+    Ok(HttpResponse::json(body))
+}
+
+/// What one upstream message gave.
+pub(super) enum Taken {
+    /// A response's piece, and whether it was the last.
+    Piece(Piece, bool),
+    /// The stream ended.
+    End,
+}
+
+/// The usage, finish reason and metrics of one generation, kept as its
+/// responses arrive.
+pub(super) struct Tally {
+    model: String,
+    max_tokens: u32,
+    started: Instant,
+    /// When the last response with text arrived (none yet: the next is
+    /// the first token).
+    last_text: Option<Instant>,
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+}
+
+impl Tally {
+    fn new(model: &str, max_tokens: u32, started: Instant) -> Tally {
+        Tally {
+            model: model.to_string(),
+            max_tokens,
+            started,
+            last_text: None,
+            prompt_tokens: None,
+            completion_tokens: None,
+        }
+    }
+
+    /// Takes one message: a response's piece counted (time to first
+    /// token, inter-token time), a failed or refused one as its error.
+    pub(super) fn take(&mut self, item: Option<StreamItem>, metrics: &Metrics) -> Result<Taken> {
+        let (response, last) = match item {
+            None => return Ok(Taken::End),
+            Some(StreamItem::Response { response, last }) => (response, last),
+            Some(StreamItem::Failed { message, .. }) => return Err(stream::failure(&message)),
+            Some(StreamItem::Refused { message }) => return Err(stream::refusal(&message)),
+        };
+        let piece = piece(&response)?;
+        if !piece.text.is_empty() {
+            let now = Instant::now();
+            let (histogram, since) = match self.last_text {
+                None => (&metrics.llm.first_token_seconds, self.started),
+                Some(before) => (&metrics.llm.inter_token_seconds, before),
+            };
+            histogram
+                .with_label_values(&[&self.model])
+                .observe(now.duration_since(since).as_secs_f64());
+            self.last_text = Some(now);
+        }
+        // The prompt's count once (every response repeats it), the
+        // completion's added up (each response counts its own tokens).
+        self.prompt_tokens = self.prompt_tokens.or(piece.input_tokens);
+        if let Some(n) = piece.output_tokens {
+            self.completion_tokens = Some(self.completion_tokens.unwrap_or(0).saturating_add(n));
+        }
+        Ok(Taken::Piece(piece, last))
+    }
+
+    /// The usage, when the model returned both counts.
+    pub(super) fn usage(&self) -> Option<Usage> {
+        Some(Usage::new(self.prompt_tokens?, self.completion_tokens?))
+    }
+
+    /// `length` when the completion reached its `max_tokens`, else `stop`.
+    pub(super) fn finish(&self) -> &'static str {
+        match self.completion_tokens {
+            Some(n) if n >= u64::from(self.max_tokens) => "length",
+            _ => "stop",
+        }
+    }
+
+    /// Counts the generation's end: its tokens and its outcome (`ok`,
+    /// `error`, `cancelled`).
+    pub(super) fn end(&self, metrics: &Metrics, outcome: &str) {
+        let model = &self.model;
+        if let Some(n) = self.completion_tokens {
+            metrics.llm.output_tokens.with_label_values(&[model]).inc_by(n);
+        }
+        metrics
+            .llm
+            .generations
+            .with_label_values(&[model, outcome])
+            .inc();
+    }
+}
+
+/// A new answer id: `cmpl-` or `chatcmpl-` and 24 hex digits, unique in
+/// the process (a counter) and unlikely to repeat across restarts (the
+/// start time mixed in).
+fn answer_id(endpoint: Endpoint) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let count = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let prefix = match endpoint {
+        Endpoint::Completions => "cmpl",
+        Endpoint::Chat => "chatcmpl",
+    };
+    format!("{prefix}-{nanos:016x}{count:08x}")
+}
