@@ -422,6 +422,14 @@ impl DemoService {
                 return;
             }
             let final_flag = responses.peek().is_none();
+            let outputs = match outputs {
+                Ok(outputs) => outputs,
+                Err(status) => {
+                    // The model failed in the middle: its last response.
+                    let _ = tx.send(Ok(failure(status, Some(true)))).await;
+                    return;
+                }
+            };
             let message = match self.response(index, &request, &prepared, outputs) {
                 Ok(mut response) => {
                     response
@@ -547,6 +555,7 @@ impl GrpcInferenceService for DemoService {
             .execute(index, &request, &prepared)
             .await?
             .next()
+            .transpose()?
             .unwrap_or_default();
         Ok(Response::new(
             self.response(index, &request, &prepared, outputs)?,

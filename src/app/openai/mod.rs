@@ -104,6 +104,8 @@ pub(crate) async fn resolve(
 pub(crate) async fn served_names(gateway: &Gateway, ctx: &RequestContext) -> Vec<String> {
     let config = &gateway.config().openai;
     let mut names: BTreeSet<String> = config.models.keys().cloned().collect();
+    // The backends' models are known from the pool's first pass on.
+    gateway.started().await;
     for upstream in status::serving_models(gateway) {
         if names.contains(&upstream) {
             continue;
