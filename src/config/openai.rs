@@ -93,10 +93,7 @@ impl OpenAi {
             }
             if let Some(path) = &model.chat_template {
                 std::fs::metadata(path).map_err(|e| {
-                    format!(
-                        "openai.models.{name}.chat_template {}: {e}",
-                        path.display()
-                    )
+                    format!("openai.models.{name}.chat_template {}: {e}", path.display())
                 })?;
             }
         }

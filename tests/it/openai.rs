@@ -40,7 +40,8 @@ async fn harness() -> Harness {
 }
 
 fn json_of(body: &[u8]) -> Value {
-    serde_json::from_slice(body).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(body)))
+    serde_json::from_slice(body)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(body)))
 }
 
 async fn post(h: &Harness, path: &str, body: Value) -> (u16, Value) {
@@ -53,14 +54,21 @@ fn events(body: &[u8]) -> Vec<String> {
     let text = String::from_utf8(body.to_vec()).expect("UTF-8");
     assert!(text.ends_with("\n\n"), "{text}");
     text.split_terminator("\n\n")
-        .map(|e| e.strip_prefix("data: ").unwrap_or_else(|| panic!("{e}")).to_string())
+        .map(|e| {
+            e.strip_prefix("data: ")
+                .unwrap_or_else(|| panic!("{e}"))
+                .to_string()
+        })
         .collect()
 }
 
 fn assert_openai_error(status: u16, body: &Value, want_status: u16, param: Option<&str>) {
     assert_eq!(status, want_status, "{body}");
     let error = &body["error"];
-    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    assert!(
+        error["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
     assert!(error["type"].is_string(), "{body}");
     assert_eq!(error["param"].as_str(), param, "{body}");
     assert!(error.as_object().unwrap().contains_key("code"), "{body}");
@@ -114,8 +122,15 @@ async fn a_streamed_completion_is_chunks_then_finish_usage_and_done() {
             Some("text/event-stream; charset=utf-8")
         );
         let events = events(&response.body_bytes());
-        assert_eq!(events.last().map(String::as_str), Some("[DONE]"), "{events:?}");
-        let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| json_of(e.as_bytes())).collect();
+        assert_eq!(
+            events.last().map(String::as_str),
+            Some("[DONE]"),
+            "{events:?}"
+        );
+        let chunks: Vec<Value> = events[..events.len() - 1]
+            .iter()
+            .map(|e| json_of(e.as_bytes()))
+            .collect();
         let texts: Vec<&str> = chunks
             .iter()
             .filter_map(|c| c["choices"].get(0)?["text"].as_str())
@@ -123,11 +138,17 @@ async fn a_streamed_completion_is_chunks_then_finish_usage_and_done() {
         assert_eq!(texts.concat(), "a b c", "{model}: {chunks:?}");
         let finish = &chunks[chunks.len() - 2];
         assert_eq!(finish["choices"][0]["finish_reason"], "length");
-        assert_eq!(finish["usage"], Value::Null, "usage asked for: null until the last");
+        assert_eq!(
+            finish["usage"],
+            Value::Null,
+            "usage asked for: null until the last"
+        );
         let usage = &chunks[chunks.len() - 1];
         assert_eq!(usage["choices"], json!([]));
         assert_eq!(usage["usage"]["total_tokens"], 6);
-        assert!(chunks.iter().all(|c| c["object"] == "text_completion" && c["id"] == chunks[0]["id"]));
+        assert!(chunks
+            .iter()
+            .all(|c| c["object"] == "text_completion" && c["id"] == chunks[0]["id"]));
     }
 }
 
@@ -155,7 +176,11 @@ async fn chat_is_rendered_with_the_models_template() {
     assert_eq!(first["choices"][0]["delta"]["role"], "assistant");
     let content: String = events[..events.len() - 1]
         .iter()
-        .filter_map(|e| json_of(e.as_bytes())["choices"][0]["delta"]["content"].as_str().map(str::to_string))
+        .filter_map(|e| {
+            json_of(e.as_bytes())["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
         .collect();
     assert_eq!(content, "<|im_start|>system You");
     let finish = json_of(events[events.len() - 2].as_bytes());
@@ -168,19 +193,69 @@ async fn every_refusal_is_in_openais_shape() {
     let h = harness().await;
     let chat = |model: &str, extra: Value| {
         let mut body = json!({"model": model, "messages": [{"role": "user", "content": "x"}]});
-        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
         body
     };
     let cases = [
-        ("/v1/chat/completions", chat("llm_vllm", json!({})), 400, Some("messages")),
-        ("/v1/chat/completions", chat("chat", json!({"n": 2})), 400, Some("n")),
-        ("/v1/chat/completions", chat("chat", json!({"logprobs": true})), 400, Some("logprobs")),
-        ("/v1/chat/completions", chat("chat", json!({"tools": [{"type": "function", "function": {"name": "f"}}]})), 400, Some("tools")),
-        ("/v1/chat/completions", chat("nope", json!({})), 404, Some("model")),
-        ("/v1/chat/completions", chat("add_sub", json!({})), 404, Some("model")),
-        ("/v1/completions", json!({"model": "llm_trtllm", "prompt": "x", "top_k": 3}), 400, Some("top_k")),
-        ("/v1/completions", json!({"model": "llm_vllm", "prompt": ["a", "b"]}), 400, Some("prompt")),
-        ("/v1/completions", json!({"model": "llm_vllm"}), 400, Some("prompt")),
+        (
+            "/v1/chat/completions",
+            chat("llm_vllm", json!({})),
+            400,
+            Some("messages"),
+        ),
+        (
+            "/v1/chat/completions",
+            chat("chat", json!({"n": 2})),
+            400,
+            Some("n"),
+        ),
+        (
+            "/v1/chat/completions",
+            chat("chat", json!({"logprobs": true})),
+            400,
+            Some("logprobs"),
+        ),
+        (
+            "/v1/chat/completions",
+            chat(
+                "chat",
+                json!({"tools": [{"type": "function", "function": {"name": "f"}}]}),
+            ),
+            400,
+            Some("tools"),
+        ),
+        (
+            "/v1/chat/completions",
+            chat("nope", json!({})),
+            404,
+            Some("model"),
+        ),
+        (
+            "/v1/chat/completions",
+            chat("add_sub", json!({})),
+            404,
+            Some("model"),
+        ),
+        (
+            "/v1/completions",
+            json!({"model": "llm_trtllm", "prompt": "x", "top_k": 3}),
+            400,
+            Some("top_k"),
+        ),
+        (
+            "/v1/completions",
+            json!({"model": "llm_vllm", "prompt": ["a", "b"]}),
+            400,
+            Some("prompt"),
+        ),
+        (
+            "/v1/completions",
+            json!({"model": "llm_vllm"}),
+            400,
+            Some("prompt"),
+        ),
         ("/v1/completions", json!("not an object"), 400, None),
     ];
     for (path, body, status, param) in cases {
@@ -191,7 +266,12 @@ async fn every_refusal_is_in_openais_shape() {
         }
     }
     let wrong_method = h.get("/v1/completions").await;
-    assert_openai_error(wrong_method.status, &json_of(&wrong_method.body_bytes()), 405, None);
+    assert_openai_error(
+        wrong_method.status,
+        &json_of(&wrong_method.body_bytes()),
+        405,
+        None,
+    );
     let unknown = h.post("/v1/embeddings", "{}").await;
     assert_openai_error(unknown.status, &json_of(&unknown.body_bytes()), 404, None);
     let broken = h.post("/v1/completions", "{\"model\":").await;
@@ -203,15 +283,22 @@ async fn a_model_failing_mid_stream_is_an_error_event_and_counted() {
     let h = harness().await;
     let body = json!({"model": "llm_vllm", "prompt": "a b FAIL c", "stream": true});
     let response = h.post("/v1/completions", body.to_string()).await;
-    assert_eq!(response.status, 200, "the first token came before the failure");
+    assert_eq!(
+        response.status, 200,
+        "the first token came before the failure"
+    );
     let events = events(&response.body_bytes());
     assert_eq!(events.len(), 4, "{events:?}");
     let error = json_of(events[2].as_bytes());
-    assert_eq!(error["error"]["message"], "the demo model failed at token 2");
+    assert_eq!(
+        error["error"]["message"],
+        "the demo model failed at token 2"
+    );
     assert_eq!(events[3], "[DONE]");
     let metrics = String::from_utf8(h.gateway.metrics_text()).unwrap();
     assert!(
-        metrics.contains("tensorgate_llm_generations_total{model=\"llm_vllm\",outcome=\"error\"} 1"),
+        metrics
+            .contains("tensorgate_llm_generations_total{model=\"llm_vllm\",outcome=\"error\"} 1"),
         "{metrics}"
     );
     // Not streamed: the failure is the answer.
@@ -230,20 +317,43 @@ async fn the_models_listing_shows_what_the_front_serves() {
     let listing = h.get("/v1/models").await;
     assert_eq!(listing.status, 200);
     let listing = json_of(&listing.body_bytes());
-    let ids: Vec<&str> = listing["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["chat", "llm_trtllm", "llm_vllm"], "configured, and recognised by their inputs");
+    let ids: Vec<&str> = listing["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["chat", "llm_trtllm", "llm_vllm"],
+        "configured, and recognised by their inputs"
+    );
     let one = h.get("/v1/models/chat").await;
-    assert_eq!((one.status, json_of(&one.body_bytes())["id"].clone()), (200, json!("chat")));
+    assert_eq!(
+        (one.status, json_of(&one.body_bytes())["id"].clone()),
+        (200, json!("chat"))
+    );
     let plain = h.get("/v1/models/add_sub").await;
-    assert_openai_error(plain.status, &json_of(&plain.body_bytes()), 404, Some("model"));
+    assert_openai_error(
+        plain.status,
+        &json_of(&plain.body_bytes()),
+        404,
+        Some("model"),
+    );
 }
 
 #[tokio::test]
 async fn bearer_keys_and_their_groups_apply() {
     let h = Harness::start_with(|config| {
         config.auth.keys = vec![
-            ApiKey { key: "sk-infer".into(), groups: vec![Group::Inference] },
-            ApiKey { key: "sk-all".into(), groups: Vec::new() },
+            ApiKey {
+                key: "sk-infer".into(),
+                groups: vec![Group::Inference],
+            },
+            ApiKey {
+                key: "sk-all".into(),
+                groups: Vec::new(),
+            },
         ];
     })
     .await;
@@ -253,11 +363,23 @@ async fn bearer_keys_and_their_groups_apply() {
     assert_openai_error(none.status, &answer, 401, None);
     assert_eq!(answer["error"]["type"], "authentication_error");
     let bearer = |key: &'static str| [("Authorization", key)];
-    let ok = h.send(http::Method::POST, "/v1/completions", &bearer("Bearer sk-infer"), body.clone()).await;
+    let ok = h
+        .send(
+            http::Method::POST,
+            "/v1/completions",
+            &bearer("Bearer sk-infer"),
+            body.clone(),
+        )
+        .await;
     assert_eq!(ok.status, 200);
-    let listing = h.send(http::Method::GET, "/v1/models", &bearer("Bearer sk-infer"), "").await;
-    assert_openai_error(listing.status, &json_of(&listing.body_bytes()), 403, None);
-    let listing = h.send(http::Method::GET, "/v1/models", &bearer("Bearer sk-all"), "").await;
+    let h = &h;
+    let listing = |key: &'static str| async move {
+        let auth = [("Authorization", key)];
+        h.send(http::Method::GET, "/v1/models", &auth, "").await
+    };
+    let refused = listing("Bearer sk-infer").await;
+    assert_openai_error(refused.status, &json_of(&refused.body_bytes()), 403, None);
+    let listing = listing("Bearer sk-all").await;
     assert_eq!(listing.status, 200);
 }
 
@@ -265,7 +387,10 @@ async fn bearer_keys_and_their_groups_apply() {
 async fn generations_are_measured_per_model() {
     let h = harness().await;
     let body = json!({"model": "llm_trtllm", "prompt": "a b c", "stream": true});
-    assert_eq!(h.post("/v1/completions", body.to_string()).await.status, 200);
+    assert_eq!(
+        h.post("/v1/completions", body.to_string()).await.status,
+        200
+    );
     let metrics = String::from_utf8(h.gateway.metrics_text()).unwrap();
     for line in [
         "tensorgate_llm_time_to_first_token_seconds_count{model=\"llm_trtllm\"} 1",
@@ -282,7 +407,10 @@ async fn generations_are_measured_per_model() {
 async fn the_front_can_be_turned_off() {
     let h = Harness::start_with(|config| config.openai.enabled = false).await;
     let response = h.get("/v1/models").await;
-    assert_eq!((response.status, response.body_bytes()), (404, br#"{"error":"Not Found"}"#.to_vec()));
+    assert_eq!(
+        (response.status, response.body_bytes()),
+        (404, br#"{"error":"Not Found"}"#.to_vec())
+    );
 }
 
 #[tokio::test]
@@ -294,10 +422,16 @@ async fn a_bad_template_file_refuses_the_configuration() {
     let mut config = tensorgate::config::Config::default();
     config.openai.models.insert(
         "m".into(),
-        OpenAiModel { chat_template: Some(path), ..OpenAiModel::default() },
+        OpenAiModel {
+            chat_template: Some(path),
+            ..OpenAiModel::default()
+        },
     );
     let error = tensorgate::Gateway::new(config).err().expect("refused");
-    assert!(error.starts_with("openai.models.m.chat_template: "), "{error}");
+    assert!(
+        error.starts_with("openai.models.m.chat_template: "),
+        "{error}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -305,7 +439,9 @@ async fn a_bad_template_file_refuses_the_configuration() {
 /// still generating, and a client that disconnects stops the model.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_event_comes_at_once_and_a_disconnect_stops_the_model() {
-    let demo = DemoUpstream::start("127.0.0.1:0".parse().unwrap()).await.expect("demo");
+    let demo = DemoUpstream::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("demo");
     let upstream = demo.local_addr();
     let gateway = tokio::task::spawn_blocking(move || GatewayProcess::with_upstream(upstream))
         .await
@@ -328,11 +464,16 @@ async fn the_first_event_comes_at_once_and_a_disconnect_stops_the_model() {
             received.extend_from_slice(&buf[..got]);
         }
     };
-    tokio::time::timeout(PROMPTLY, first).await.expect("the first event arrives");
+    tokio::time::timeout(PROMPTLY, first)
+        .await
+        .expect("the first event arrives");
     let text = String::from_utf8_lossy(&received);
     assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
     assert!(text.contains("\"text\":\"w0\""), "{text}");
-    assert!(demo.streamed_responses() < 5000, "the model is still generating");
+    assert!(
+        demo.streamed_responses() < 5000,
+        "the model is still generating"
+    );
     drop(conn);
     assert!(
         demo.wait_for_cancelled_streams(1, PROMPTLY).await,
@@ -341,7 +482,10 @@ async fn the_first_event_comes_at_once_and_a_disconnect_stops_the_model() {
     let produced = demo.streamed_responses();
     assert!(produced < 5000, "the model stopped: {produced} tokens");
     let metrics = reqwest_free_get(gateway.addr, "/v2/health/live").await;
-    assert!(metrics.starts_with("HTTP/1.1 200"), "the gateway still serves: {metrics}");
+    assert!(
+        metrics.starts_with("HTTP/1.1 200"),
+        "the gateway still serves: {metrics}"
+    );
 }
 
 /// A plain HTTP/1.1 GET on a new connection; the raw answer.
@@ -350,6 +494,9 @@ async fn reqwest_free_get(addr: std::net::SocketAddr, path: &str) -> String {
     let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     conn.write_all(request.as_bytes()).await.expect("send");
     let mut answer = Vec::new();
-    tokio::time::timeout(PROMPTLY, conn.read_to_end(&mut answer)).await.expect("answer").expect("read");
+    tokio::time::timeout(PROMPTLY, conn.read_to_end(&mut answer))
+        .await
+        .expect("answer")
+        .expect("read");
     String::from_utf8_lossy(&answer).into_owned()
 }

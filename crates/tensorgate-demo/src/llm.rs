@@ -45,7 +45,12 @@ pub(crate) fn models() -> Vec<ModelSpec> {
         t("text_input", TypeString, &[1]),
         t("max_tokens", TypeInt32, &[1]),
     ]);
-    for name in ["temperature", "top_p", "frequency_penalty", "presence_penalty"] {
+    for name in [
+        "temperature",
+        "top_p",
+        "frequency_penalty",
+        "presence_penalty",
+    ] {
         trtllm_inputs.push(t(name, TypeFp32, &[1]).optional());
     }
     trtllm_inputs.push(t("seed", TypeUint64, &[1]).optional());
@@ -123,7 +128,9 @@ fn generate(asked: Asked) -> Result<Responses, Status> {
         .take(count)
         .enumerate()
         .map(|(i, word)| match (word.as_str(), i) {
-            ("FAIL", _) => Err(Status::internal(format!("the demo model failed at token {i}"))),
+            ("FAIL", _) => Err(Status::internal(format!(
+                "the demo model failed at token {i}"
+            ))),
             (_, 0) => Ok(word),
             _ => Ok(format!(" {word}")),
         })
@@ -156,8 +163,16 @@ fn outputs(text: &str, prompt_tokens: u32, tokens: u32, batch: bool) -> Vec<Tens
     };
     vec![
         tensor("text_output", DataType::TypeString, framed),
-        tensor("num_input_tokens", DataType::TypeUint32, prompt_tokens.to_le_bytes().to_vec()),
-        tensor("num_output_tokens", DataType::TypeUint32, tokens.to_le_bytes().to_vec()),
+        tensor(
+            "num_input_tokens",
+            DataType::TypeUint32,
+            prompt_tokens.to_le_bytes().to_vec(),
+        ),
+        tensor(
+            "num_output_tokens",
+            DataType::TypeUint32,
+            tokens.to_le_bytes().to_vec(),
+        ),
     ]
 }
 
@@ -177,6 +192,9 @@ fn text(inputs: &[Tensor], name: &str) -> Option<String> {
 /// no JSON parser; the gateway writes `sampling_parameters` compactly).
 fn json_number(json: &str, key: &str) -> Option<usize> {
     let at = json.find(&format!("\"{key}\":"))? + key.len() + 3;
-    let digits: String = json[at..].chars().take_while(char::is_ascii_digit).collect();
+    let digits: String = json[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
     digits.parse().ok()
 }

@@ -291,7 +291,7 @@ impl ModelSpec {
     }
 }
 
-/// Every demo model, sorted by name.
+/// The demo models but the language models (`llm`), sorted by name.
 pub(crate) fn catalog() -> Vec<ModelSpec> {
     use DataType::*;
     let fp32_vec = |name| TensorSpec::new(name, TypeFp32, &[-1]);
@@ -384,7 +384,6 @@ pub(crate) fn catalog() -> Vec<ModelSpec> {
         pacing: Pacing::Immediate,
         compute: identity,
     }));
-    models.extend(super::llm::models());
     models.sort_by_key(|m| m.name);
     models
 }

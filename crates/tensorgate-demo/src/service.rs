@@ -72,7 +72,9 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl DemoState {
     pub(crate) fn new() -> DemoState {
-        let models = catalog();
+        let mut models = catalog();
+        models.extend(super::llm::models());
+        models.sort_by_key(|m| m.name);
         DemoState {
             loaded: models.iter().map(|_| AtomicBool::new(true)).collect(),
             counters: models.iter().map(|_| Mutex::default()).collect(),

@@ -63,11 +63,7 @@ pub(crate) fn upstream_model<'a>(config: &'a OpenAi, name: &'a str) -> &'a str {
 /// from the upstream (cached), and its convention. An unknown model, or
 /// one that follows neither convention and has none configured, is a 404
 /// in OpenAI's words (`model_not_found`).
-pub(crate) async fn resolve(
-    gateway: &Gateway,
-    ctx: &RequestContext,
-    name: &str,
-) -> Result<Served> {
+pub(crate) async fn resolve(gateway: &Gateway, ctx: &RequestContext, name: &str) -> Result<Served> {
     let config = &gateway.config().openai;
     let upstream = upstream_model(config, name);
     let model = ModelRef {

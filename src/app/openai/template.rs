@@ -30,8 +30,7 @@ impl std::fmt::Debug for ChatTemplate {
 impl ChatTemplate {
     /// Reads `path` (a `tokenizer_config.json`) and compiles its template.
     pub(crate) fn load(path: &std::path::Path) -> Result<ChatTemplate, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         ChatTemplate::from_tokenizer_config(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
@@ -78,7 +77,9 @@ impl ChatTemplate {
         };
         template.render(context).map_err(|e| {
             let message = match e.kind() {
-                ErrorKind::InvalidOperation => e.detail().unwrap_or("invalid operation").to_string(),
+                ErrorKind::InvalidOperation => {
+                    e.detail().unwrap_or("invalid operation").to_string()
+                }
                 _ => e.to_string(),
             };
             Error::invalid(format!("the chat template refused the messages: {message}"))
@@ -120,20 +121,36 @@ mod tests {
         });
         let template = ChatTemplate::from_tokenizer_config(&config.to_string()).unwrap();
         let messages = [json!({"role":"user","content":"  hi  "})];
-        assert_eq!(template.render(&messages).unwrap(), "<s>[USER] hi</s>[ASSISTANT]");
+        assert_eq!(
+            template.render(&messages).unwrap(),
+            "<s>[USER] hi</s>[ASSISTANT]"
+        );
     }
 
     #[test]
     fn raise_exception_is_a_400_and_bad_configs_are_refused() {
         let config = json!({"chat_template": "{% if messages[0]['role'] != 'user' %}{{ raise_exception('Conversation roles must start with user') }}{% endif %}ok"});
         let template = ChatTemplate::from_tokenizer_config(&config.to_string()).unwrap();
-        let error = template.render(&[json!({"role":"system","content":"x"})]).unwrap_err();
+        let error = template
+            .render(&[json!({"role":"system","content":"x"})])
+            .unwrap_err();
         assert_eq!(error.status(), 400);
-        assert!(error.message.contains("Conversation roles must start with user"), "{}", error.message);
+        assert!(
+            error
+                .message
+                .contains("Conversation roles must start with user"),
+            "{}",
+            error.message
+        );
         let named = json!({"chat_template": [{"name": "default", "template": "d"}, {"name": "tool_use", "template": "t"}]});
         let template = ChatTemplate::from_tokenizer_config(&named.to_string()).unwrap();
         assert_eq!(template.render(&[]).unwrap(), "d");
-        for bad in ["{}", "[", r#"{"chat_template": "{% for %}"}"#, r#"{"chat_template": [{"name":"x","template":"t"}]}"#] {
+        for bad in [
+            "{}",
+            "[",
+            r#"{"chat_template": "{% for %}"}"#,
+            r#"{"chat_template": [{"name":"x","template":"t"}]}"#,
+        ] {
             assert!(ChatTemplate::from_tokenizer_config(bad).is_err(), "{bad}");
         }
     }

@@ -362,7 +362,10 @@ mod tests {
         let live = Some(Route::V1(V1Route::HealthLive));
         assert_eq!(Route::classify_target("/api/health/live", "", true), live);
         assert_eq!(Route::classify_target("/api/health/live", "/p", true), live);
-        assert_eq!(Route::classify_target("/p/api/health/live", "/p", true), live);
+        assert_eq!(
+            Route::classify_target("/p/api/health/live", "/p", true),
+            live
+        );
         assert_eq!(Route::classify_target("/p/api/health/live", "", true), None);
         assert_eq!(
             Route::classify_target("/v2/health/live?x=1", "/p", true),
@@ -373,8 +376,14 @@ mod tests {
     #[test]
     fn openai_paths_only_when_the_front_is_on() {
         let chat = Some(Route::OpenAi(OpenAiRoute::ChatCompletions));
-        assert_eq!(Route::classify_target("/v1/chat/completions?x", "", true), chat);
-        assert_eq!(Route::classify_target("/v1/chat/completions", "", false), None);
+        assert_eq!(
+            Route::classify_target("/v1/chat/completions?x", "", true),
+            chat
+        );
+        assert_eq!(
+            Route::classify_target("/v1/chat/completions", "", false),
+            None
+        );
         assert!(Route::classify_target("/v1/completions", "", true)
             .is_some_and(|r| r.is_generate() && r.group() == Group::Inference));
     }

@@ -102,7 +102,13 @@ mod tests {
 
     #[test]
     fn malformed_outputs_are_the_models_fault_not_a_panic() {
-        for data in [&b""[..], b"\x01\0\0", b"\x05\0\0\0ab", b"\x01\0\0\0a\x01\0\0\0b", b"\x01\0\0\0\xff"] {
+        for data in [
+            &b""[..],
+            b"\x01\0\0",
+            b"\x05\0\0\0ab",
+            b"\x01\0\0\0a\x01\0\0\0b",
+            b"\x01\0\0\0\xff",
+        ] {
             let r = response(vec![tensor("text_output", DataType::Bytes, data)]);
             assert_eq!(piece(&r).unwrap_err().status(), 500, "{data:?}");
         }
@@ -110,7 +116,11 @@ mod tests {
         assert!(piece(&r).is_err());
         let short = response(vec![tensor("num_output_tokens", DataType::Uint32, b"\x01")]);
         assert_eq!(piece(&short).unwrap().output_tokens, None);
-        let negative = response(vec![tensor("num_output_tokens", DataType::Int32, &(-1i32).to_le_bytes())]);
+        let negative = response(vec![tensor(
+            "num_output_tokens",
+            DataType::Int32,
+            &(-1i32).to_le_bytes(),
+        )]);
         assert_eq!(piece(&negative).unwrap().output_tokens, None);
     }
 }

@@ -317,8 +317,15 @@ mod tests {
     fn tensorrtllm_gets_typed_inputs_in_batch_shapes() {
         let body = br#"{"model":"m","prompt":"x","temperature":0.5,"stop":["a","bc"],"seed":7}"#;
         let g = decode(Endpoint::Completions, body).unwrap();
-        let r =
-            model_inputs(Backend::Tensorrtllm, "m", &trtllm_model(), &g, "p".into(), 9).unwrap();
+        let r = model_inputs(
+            Backend::Tensorrtllm,
+            "m",
+            &trtllm_model(),
+            &g,
+            "p".into(),
+            9,
+        )
+        .unwrap();
         assert_eq!(input(&r, "text_input").shape, [1, 1]);
         assert_eq!(raw(input(&r, "max_tokens")), 9i32.to_le_bytes());
         assert_eq!(raw(input(&r, "temperature")), 0.5f32.to_le_bytes());
@@ -326,20 +333,40 @@ mod tests {
         let stop = input(&r, "stop_words");
         assert_eq!(stop.shape, [1, 2]);
         assert_eq!(raw(stop), b"\x01\0\0\0a\x02\0\0\0bc");
-        assert!(r.inputs.iter().all(|i| i.name != "top_p"), "unset: not sent");
+        assert!(
+            r.inputs.iter().all(|i| i.name != "top_p"),
+            "unset: not sent"
+        );
     }
 
     #[test]
     fn a_setting_the_model_has_no_input_for_is_refused_by_name() {
         let body = br#"{"model":"m","prompt":"x","top_p":0.9}"#;
         let g = decode(Endpoint::Completions, body).unwrap();
-        let error = model_inputs(Backend::Tensorrtllm, "m", &trtllm_model(), &g, "p".into(), 9)
-            .unwrap_err();
+        let error = model_inputs(
+            Backend::Tensorrtllm,
+            "m",
+            &trtllm_model(),
+            &g,
+            "p".into(),
+            9,
+        )
+        .unwrap_err();
         assert_eq!((error.status(), error.param), (400, Some("top_p")));
-        let echo = decode(Endpoint::Completions, br#"{"model":"m","prompt":"x","echo":true}"#)
-            .unwrap();
-        let error = model_inputs(Backend::Tensorrtllm, "m", &trtllm_model(), &echo, "p".into(), 9)
-            .unwrap_err();
+        let echo = decode(
+            Endpoint::Completions,
+            br#"{"model":"m","prompt":"x","echo":true}"#,
+        )
+        .unwrap();
+        let error = model_inputs(
+            Backend::Tensorrtllm,
+            "m",
+            &trtllm_model(),
+            &echo,
+            "p".into(),
+            9,
+        )
+        .unwrap_err();
         assert_eq!(error.param, Some("echo"));
     }
 }

@@ -152,7 +152,11 @@ impl Answering {
                 self.choice(None, Some(Message { role, content }), finish)
             }
         };
-        let usage = if usage_null { Absent::Null } else { Absent::Left };
+        let usage = if usage_null {
+            Absent::Null
+        } else {
+            Absent::Left
+        };
         self.event(&[choice], usage)
     }
 
@@ -262,7 +266,11 @@ mod tests {
 
     fn event(bytes: &[u8]) -> Value {
         let text = std::str::from_utf8(bytes).unwrap();
-        let json = text.strip_prefix("data: ").unwrap().strip_suffix("\n\n").unwrap();
+        let json = text
+            .strip_prefix("data: ")
+            .unwrap()
+            .strip_suffix("\n\n")
+            .unwrap();
         serde_json::from_str(json).unwrap()
     }
 
@@ -290,7 +298,10 @@ mod tests {
     fn chunks_say_the_role_first_and_the_usage_last() {
         let chat = answering(Endpoint::Chat);
         let first = event(&chat.chunk("", true, None, true));
-        assert_eq!(first["choices"][0]["delta"], json!({"role":"assistant","content":""}));
+        assert_eq!(
+            first["choices"][0]["delta"],
+            json!({"role":"assistant","content":""})
+        );
         assert_eq!(first["usage"], Value::Null);
         assert!(first.as_object().unwrap().contains_key("usage"));
         let last = event(&chat.chunk("", false, Some("length"), false));

@@ -181,7 +181,11 @@ impl Refused {
             return refuse("tools", "tool calling");
         }
         let neutral = |v: &Value| matches!(v.as_str(), Some("none" | "auto"));
-        if self.tool_choice.as_ref().is_some_and(|v| !v.is_null() && !neutral(v)) {
+        if self
+            .tool_choice
+            .as_ref()
+            .is_some_and(|v| !v.is_null() && !neutral(v))
+        {
             return refuse("tool_choice", "tool_choice");
         }
         if set(&self.function_call) && !self.function_call.as_ref().is_some_and(neutral) {
@@ -288,7 +292,9 @@ impl Sampling {
 }
 
 /// `stop`: a string, a list of strings, or null.
-fn stop_words<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<String>, D::Error> {
+fn stop_words<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Vec<String>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Stop {
@@ -349,32 +355,77 @@ mod tests {
         use Endpoint::*;
         let cases = [
             (Completions, r#"{"model":"m","prompt":"x","n":2}"#, "n"),
-            (Completions, r#"{"model":"m","prompt":"x","best_of":3}"#, "best_of"),
-            (Completions, r#"{"model":"m","prompt":"x","logprobs":2}"#, "logprobs"),
-            (Chat, r#"{"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true}"#, "logprobs"),
-            (Chat, r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}"#, "tools"),
-            (Chat, r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tool_choice":"required"}"#, "tool_choice"),
-            (Chat, r#"{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}"#, "response_format"),
-            (Completions, r#"{"model":"m","prompt":"x","suffix":"y"}"#, "suffix"),
-            (Completions, r#"{"model":"m","prompt":"x","logit_bias":{"5":1}}"#, "logit_bias"),
+            (
+                Completions,
+                r#"{"model":"m","prompt":"x","best_of":3}"#,
+                "best_of",
+            ),
+            (
+                Completions,
+                r#"{"model":"m","prompt":"x","logprobs":2}"#,
+                "logprobs",
+            ),
+            (
+                Chat,
+                r#"{"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true}"#,
+                "logprobs",
+            ),
+            (
+                Chat,
+                r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}"#,
+                "tools",
+            ),
+            (
+                Chat,
+                r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tool_choice":"required"}"#,
+                "tool_choice",
+            ),
+            (
+                Chat,
+                r#"{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}"#,
+                "response_format",
+            ),
+            (
+                Completions,
+                r#"{"model":"m","prompt":"x","suffix":"y"}"#,
+                "suffix",
+            ),
+            (
+                Completions,
+                r#"{"model":"m","prompt":"x","logit_bias":{"5":1}}"#,
+                "logit_bias",
+            ),
             (Completions, r#"{"model":"m","prompt":["a","b"]}"#, "prompt"),
             (Completions, r#"{"model":"m","prompt":[1,2,3]}"#, "prompt"),
             (Completions, r#"{"model":"m"}"#, "prompt"),
             (Completions, r#"{"prompt":"x"}"#, "model"),
             (Chat, r#"{"model":"m","messages":[]}"#, "messages"),
-            (Chat, r#"{"model":"m","messages":[{"content":"x"}]}"#, "messages"),
-            (Chat, r#"{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]}"#, "messages"),
-            (Completions, r#"{"model":"m","prompt":"x","stream_options":{"include_usage":true}}"#, "stream_options"),
-            (Completions, r#"{"model":"m","prompt":"x","max_tokens":0}"#, "max_tokens"),
+            (
+                Chat,
+                r#"{"model":"m","messages":[{"content":"x"}]}"#,
+                "messages",
+            ),
+            (
+                Chat,
+                r#"{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]}"#,
+                "messages",
+            ),
+            (
+                Completions,
+                r#"{"model":"m","prompt":"x","stream_options":{"include_usage":true}}"#,
+                "stream_options",
+            ),
+            (
+                Completions,
+                r#"{"model":"m","prompt":"x","max_tokens":0}"#,
+                "max_tokens",
+            ),
         ];
         for (endpoint, body, param) in cases {
             assert_eq!(refusal(endpoint, body).1, Some(param), "{body}");
         }
-        for neutral in [
-            r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[],"tool_choice":"none","response_format":{"type":"text"},"logprobs":false,"top_logprobs":0,"n":1}"#,
-        ] {
-            decode(Chat, neutral.as_bytes()).expect(neutral);
-        }
+        let neutral = r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[],"tool_choice":"none","response_format":{"type":"text"},"logprobs":false,"top_logprobs":0,"n":1}"#;
+        decode(Chat, neutral.as_bytes()).expect("neutral values are accepted");
     }
 
     #[test]
@@ -393,9 +444,18 @@ mod tests {
 
     #[test]
     fn malformed_bodies_are_clear_400s() {
-        for body in ["", "[", "{\"model\":5}", "{\"model\":\"m\",\"max_tokens\":-1}", "null"] {
+        for body in [
+            "",
+            "[",
+            "{\"model\":5}",
+            "{\"model\":\"m\",\"max_tokens\":-1}",
+            "null",
+        ] {
             let (message, _) = refusal(Endpoint::Completions, body);
-            assert!(message.starts_with("the request body is not valid"), "{message}");
+            assert!(
+                message.starts_with("the request body is not valid"),
+                "{message}"
+            );
         }
     }
 }

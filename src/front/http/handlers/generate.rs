@@ -37,15 +37,15 @@ const NOT_ONE_RESPONSE: &str = "generate expects model to produce exactly 1 resp
 /// The upstream side of one generation: its stream (through the door,
 /// which enforces the whole generation's deadline and accounts for its
 /// end) and our own copy of the request's id.
-pub(in crate::front::http) struct Upstream {
+pub(in crate::front::http) struct Generating {
     replies: StreamReplies,
     request_id: Vec<u8>,
 }
 
-impl Upstream {
+impl Generating {
     /// The replies of a stream opened for a request of this id.
-    pub(in crate::front::http) fn new(replies: StreamReplies, request_id: Vec<u8>) -> Upstream {
-        Upstream {
+    pub(in crate::front::http) fn new(replies: StreamReplies, request_id: Vec<u8>) -> Generating {
+        Generating {
             replies,
             request_id,
         }
@@ -148,7 +148,7 @@ async fn open(
     plan: &Plan,
     model: &ModelRef,
     req: &HttpRequest,
-) -> Result<Upstream> {
+) -> Result<Generating> {
     let info = models::model_info(gateway, ctx, model).await?.ok_or_else(|| {
         Error::unsupported(
             "generate needs the model's inputs, which the upstream does not provide (no ModelConfig or ModelMetadata)",
@@ -176,7 +176,7 @@ async fn open(
     let message = to_grpc::model_infer(&request);
     let requests = tokio_stream::once(message);
     let replies = door::open_stream(gateway, ctx, aim, None, requests).await?;
-    Ok(Upstream::new(replies, request.id))
+    Ok(Generating::new(replies, request.id))
 }
 
 /// The HTTP status Triton sends, fixed by the first message (v2 §1.6):
@@ -208,7 +208,7 @@ fn render(item: StreamItem) -> (Vec<u8>, bool) {
 /// Forwards the rest of the stream as SSE events. Returns — dropping the
 /// upstream stream, which cancels the call (HTTP/2 `RST_STREAM`) — as soon
 /// as the HTTP side is gone, even while the model is between responses.
-async fn pump(mut upstream: Upstream, tx: mpsc::Sender<Bytes>) {
+async fn pump(mut upstream: Generating, tx: mpsc::Sender<Bytes>) {
     loop {
         let item = tokio::select! {
             () = tx.closed() => {

@@ -15,9 +15,9 @@ use crate::app::door::{self, Aim};
 use crate::app::{openai, Gateway};
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
-use crate::front::http::handlers::generate::Upstream;
+use crate::front::http::handlers::generate::Generating;
 use crate::front::http::plan::Plan;
-use crate::front::http::{Answer, HttpRequest, HttpResponse};
+use crate::front::http::{HttpRequest, HttpResponse};
 use crate::metrics::Metrics;
 use crate::translate::from_grpc::openai::{piece, Piece};
 use crate::translate::from_grpc::stream::{self, StreamItem};
@@ -26,36 +26,38 @@ use crate::wire::openai::{decode, Answering, Endpoint, Generation, Prompt, Usage
 
 /// A generation's request made and its stream open.
 pub(super) struct Opened {
-    pub(super) upstream: Upstream,
+    pub(super) upstream: Generating,
     pub(super) answering: Answering,
     pub(super) tally: Tally,
     pub(super) include_usage: bool,
 }
 
-/// Answers one generation request, whole or streamed as it asked.
-pub(super) async fn answer(
+/// Decodes one generation request, resolves its model, makes its inputs
+/// and opens the stream; and whether the client asked for the answer to
+/// stream.
+pub(super) async fn open(
     gateway: &Gateway,
     ctx: &RequestContext,
     plan: &Plan,
     endpoint: Endpoint,
     req: &HttpRequest,
-) -> Result<Answer> {
+) -> Result<(Opened, bool)> {
     if !plan.body_identity() {
         return Err(Error::invalid(
             "Unsupported content-encoding, only 'identity' is supported.",
         ));
     }
     let generation = decode(endpoint, &req.body)?;
-    let opened = open(gateway, ctx, &generation).await?;
-    if generation.stream {
-        super::stream::answer(gateway, opened).await
-    } else {
-        whole(gateway.metrics(), opened).await.map(Answer::Full)
-    }
+    let opened = opened(gateway, ctx, &generation).await?;
+    Ok((opened, generation.stream))
 }
 
-/// Resolves the model, makes its inputs and opens the stream.
-async fn open(gateway: &Gateway, ctx: &RequestContext, generation: &Generation) -> Result<Opened> {
+/// The model resolved, its inputs made, its stream open.
+async fn opened(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+    generation: &Generation,
+) -> Result<Opened> {
     let served = openai::resolve(gateway, ctx, &generation.model).await?;
     let prompt = match &generation.prompt {
         Prompt::Text(text) => text.clone(),
@@ -88,7 +90,7 @@ async fn open(gateway: &Gateway, ctx: &RequestContext, generation: &Generation) 
     let requests = tokio_stream::once(message);
     let replies = door::open_stream(gateway, ctx, aim, None, requests).await?;
     Ok(Opened {
-        upstream: Upstream::new(replies, request.id),
+        upstream: Generating::new(replies, request.id),
         answering: Answering {
             endpoint: generation.endpoint,
             id: answer_id(generation.endpoint),
@@ -101,7 +103,7 @@ async fn open(gateway: &Gateway, ctx: &RequestContext, generation: &Generation) 
 }
 
 /// Reads the stream to its end: the texts joined, the one answer.
-async fn whole(metrics: &Metrics, mut opened: Opened) -> Result<HttpResponse> {
+pub(super) async fn whole(metrics: &Metrics, mut opened: Opened) -> Result<HttpResponse> {
     let mut text = String::new();
     loop {
         let item = opened.upstream.next().await;
@@ -207,7 +209,11 @@ impl Tally {
     pub(super) fn end(&self, metrics: &Metrics, outcome: &str) {
         let model = &self.model;
         if let Some(n) = self.completion_tokens {
-            metrics.llm.output_tokens.with_label_values(&[model]).inc_by(n);
+            metrics
+                .llm
+                .output_tokens
+                .with_label_values(&[model])
+                .inc_by(n);
         }
         metrics
             .llm

@@ -16,7 +16,7 @@ use bytes::Bytes;
 
 use crate::app::Gateway;
 use crate::context::RequestContext;
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::front::http::plan::Plan;
 use crate::front::http::{Answer, HttpRequest, HttpResponse};
 use crate::wire::openai::Endpoint;
@@ -35,11 +35,9 @@ pub(crate) async fn answer(
             OpenAiRoute::Models => models::list(gateway, ctx).await.map(Answer::Full),
             OpenAiRoute::Model(id) => models::one(gateway, ctx, id).await.map(Answer::Full),
             OpenAiRoute::Completions => {
-                generation::answer(gateway, ctx, plan, Endpoint::Completions, req).await
+                generate(gateway, ctx, plan, Endpoint::Completions, req).await
             }
-            OpenAiRoute::ChatCompletions => {
-                generation::answer(gateway, ctx, plan, Endpoint::Chat, req).await
-            }
+            OpenAiRoute::ChatCompletions => generate(gateway, ctx, plan, Endpoint::Chat, req).await,
             OpenAiRoute::Unknown => Err(Error::route_not_found()),
         }
     } else {
@@ -49,6 +47,24 @@ pub(crate) async fn answer(
         tracing::debug!(status = error.status(), message = %error.message, "OpenAI request failed");
         Answer::Full(error_response(&error))
     })
+}
+
+/// A generation, answered whole or streamed as the client asked.
+async fn generate(
+    gateway: &Gateway,
+    ctx: &RequestContext,
+    plan: &Plan,
+    endpoint: Endpoint,
+    req: &HttpRequest,
+) -> Result<Answer> {
+    let (opened, streamed) = generation::open(gateway, ctx, plan, endpoint, req).await?;
+    if streamed {
+        stream::answer(gateway, opened).await
+    } else {
+        generation::whole(gateway.metrics(), opened)
+            .await
+            .map(Answer::Full)
+    }
 }
 
 /// A failure in OpenAI's shape, its status from the one table.

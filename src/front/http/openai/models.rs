@@ -16,5 +16,8 @@ pub(super) async fn list(gateway: &Gateway, ctx: &RequestContext) -> Result<Http
 /// One model: 404 (`model_not_found`) unless the front serves it.
 pub(super) async fn one(gateway: &Gateway, ctx: &RequestContext, id: &str) -> Result<HttpResponse> {
     openai::resolve(gateway, ctx, id).await?;
-    Ok(HttpResponse::json(answer::model_object(id, super::now_seconds())))
+    Ok(HttpResponse::json(answer::model_object(
+        id,
+        super::now_seconds(),
+    )))
 }

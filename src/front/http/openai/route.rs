@@ -68,7 +68,10 @@ impl OpenAiRoute {
 
     /// A generation: long-running, maybe streamed.
     pub fn generates(&self) -> bool {
-        matches!(self, OpenAiRoute::Completions | OpenAiRoute::ChatCompletions)
+        matches!(
+            self,
+            OpenAiRoute::Completions | OpenAiRoute::ChatCompletions
+        )
     }
 }
 
