@@ -24,6 +24,9 @@ use crate::translate::from_grpc::stream::{self, StreamItem};
 use crate::translate::to_grpc;
 use crate::wire::openai::{decode, Answering, Endpoint, Generation, Prompt, Usage};
 
+/// The target of the line each generation's end logs.
+const LOG_TARGET: &str = "tensorgate::openai";
+
 /// A generation's request made and its stream open.
 pub(super) struct Opened {
     pub(super) upstream: Generating,
@@ -47,8 +50,10 @@ pub(super) async fn open(
             "Unsupported content-encoding, only 'identity' is supported.",
         ));
     }
+    // Time to first token counts from here: the body in hand.
+    let started = Instant::now();
     let generation = decode(endpoint, &req.body)?;
-    let opened = opened(gateway, ctx, &generation).await?;
+    let opened = opened(gateway, ctx, &generation, started).await?;
     Ok((opened, generation.stream))
 }
 
@@ -57,6 +62,7 @@ async fn opened(
     gateway: &Gateway,
     ctx: &RequestContext,
     generation: &Generation,
+    started: Instant,
 ) -> Result<Opened> {
     let served = openai::resolve(gateway, ctx, &generation.model).await?;
     let prompt = match &generation.prompt {
@@ -85,7 +91,6 @@ async fn opened(
         max_tokens,
     )?;
     let message = to_grpc::model_infer(&request);
-    let started = Instant::now();
     let aim = Aim::model(&served.upstream);
     let requests = tokio_stream::once(message);
     let replies = door::open_stream(gateway, ctx, aim, None, requests).await?;
@@ -117,15 +122,36 @@ pub(super) async fn whole(metrics: &Metrics, mut opened: Opened) -> Result<HttpR
             }
             Ok(Taken::End) => break,
             Err(error) => {
-                opened.tally.end(metrics, "error");
+                opened.tally.end(metrics, Outcome::Failed(&error.message));
                 return Err(error);
             }
         }
     }
-    opened.tally.end(metrics, "ok");
+    opened.tally.end(metrics, Outcome::Done);
     let tally = &opened.tally;
     let body = opened.answering.whole(&text, tally.finish(), tally.usage());
     Ok(HttpResponse::json(body))
+}
+
+/// How a generation ended.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Outcome<'a> {
+    /// To its last response.
+    Done,
+    /// The upstream failed it (its text).
+    Failed(&'a str),
+    /// The client went away first.
+    Cancelled,
+}
+
+impl Outcome<'_> {
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Done => "ok",
+            Outcome::Failed(_) => "error",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
 }
 
 /// What one upstream message gave.
@@ -204,9 +230,11 @@ impl Tally {
         }
     }
 
-    /// Counts the generation's end: its tokens and its outcome (`ok`,
-    /// `error`, `cancelled`).
-    pub(super) fn end(&self, metrics: &Metrics, outcome: &str) {
+    /// Counts the generation's end (its tokens, its outcome) and logs it:
+    /// one line per generation (target `tensorgate::openai`), at `warn`
+    /// when the upstream failed it, so a failure after the answer's head
+    /// (whose access line said 200) is seen too.
+    pub(super) fn end(&self, metrics: &Metrics, outcome: Outcome<'_>) {
         let model = &self.model;
         if let Some(n) = self.completion_tokens {
             metrics
@@ -215,11 +243,24 @@ impl Tally {
                 .with_label_values(&[model])
                 .inc_by(n);
         }
+        let label = outcome.label();
         metrics
             .llm
             .generations
-            .with_label_values(&[model, outcome])
+            .with_label_values(&[model, label])
             .inc();
+        let total_us = self.started.elapsed().as_micros() as u64;
+        let tokens = self.completion_tokens.unwrap_or(0);
+        match outcome {
+            Outcome::Failed(error) => tracing::warn!(
+                target: LOG_TARGET, model = %model, outcome = label, completion_tokens = tokens,
+                total_us, error, "generation failed"
+            ),
+            _ => tracing::info!(
+                target: LOG_TARGET, model = %model, outcome = label, completion_tokens = tokens,
+                total_us, finish_reason = self.finish(), "generation ended"
+            ),
+        }
     }
 }
 

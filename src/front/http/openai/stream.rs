@@ -11,7 +11,7 @@
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use super::generation::{Opened, Taken};
+use super::generation::{Opened, Outcome, Taken};
 use crate::app::Gateway;
 use crate::error::Result;
 use crate::front::http::{Answer, StreamedResponse};
@@ -31,7 +31,7 @@ pub(super) async fn answer(gateway: &Gateway, mut opened: Opened) -> Result<Answ
     let first = match opened.tally.take(item, metrics) {
         Ok(taken) => taken,
         Err(error) => {
-            opened.tally.end(metrics, "error");
+            opened.tally.end(metrics, Outcome::Failed(&error.message));
             return Err(error);
         }
     };
@@ -41,7 +41,7 @@ pub(super) async fn answer(gateway: &Gateway, mut opened: Opened) -> Result<Answ
     let first: Bytes = events.concat().into();
     let metrics = gateway.metrics_arc();
     if ended {
-        opened.tally.end(&metrics, "ok");
+        opened.tally.end(&metrics, Outcome::Done);
         tokio::spawn(opened.upstream.drain());
     } else {
         tokio::spawn(pump(opened, tx, metrics));
@@ -100,7 +100,7 @@ impl Opened {
 async fn pump(mut opened: Opened, tx: mpsc::Sender<Bytes>, metrics: std::sync::Arc<Metrics>) {
     let gone = |opened: &Opened| {
         tracing::debug!("client gone: cancelling the upstream stream");
-        opened.tally.end(&metrics, "cancelled");
+        opened.tally.end(&metrics, Outcome::Cancelled);
     };
     loop {
         let item = tokio::select! {
@@ -108,13 +108,12 @@ async fn pump(mut opened: Opened, tx: mpsc::Sender<Bytes>, metrics: std::sync::A
             item = opened.upstream.next() => item,
         };
         let mut events = Vec::with_capacity(1);
-        let (ended, outcome) = match opened.tally.take(item, &metrics) {
-            Ok(taken) => (opened.event(taken, false, &mut events), "ok"),
+        let (ended, failure) = match opened.tally.take(item, &metrics) {
+            Ok(taken) => (opened.event(taken, false, &mut events), None),
             Err(error) => {
-                tracing::warn!(model = %opened.answering.model, message = %error.message, "generation failed mid-stream");
                 events.push(sse_event(&error.openai_body()));
                 events.push(Bytes::from_static(DONE));
-                (true, "error")
+                (true, Some(error))
             }
         };
         for event in events {
@@ -124,10 +123,13 @@ async fn pump(mut opened: Opened, tx: mpsc::Sender<Bytes>, metrics: std::sync::A
             }
         }
         if ended {
-            opened.tally.end(&metrics, outcome);
             drop(tx);
-            if outcome == "ok" {
-                opened.upstream.drain().await;
+            match failure {
+                Some(error) => opened.tally.end(&metrics, Outcome::Failed(&error.message)),
+                None => {
+                    opened.tally.end(&metrics, Outcome::Done);
+                    opened.upstream.drain().await;
+                }
             }
             return;
         }
