@@ -652,6 +652,7 @@ mod tests {
             "[shared_memory]\nmax_total_bytes = 0",
             "[v1]\npath_prefix = \"api/\"",
             "[openai]\ndefault_max_tokens = 0",
+            "[openai]\nlisten = \"8080\"",
             "[openai.models.m]\nbackend = \"tgi\"",
             "[openai.models.m]\nchat_template = \"/nonexistent/tokenizer_config.json\"",
             "[openai.models.m]\nupstream_model = \"\"",

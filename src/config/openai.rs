@@ -22,6 +22,9 @@ pub const DEFAULT_MAX_TOKENS: u32 = 16;
 pub struct OpenAi {
     /// Serve the `/v1/...` OpenAI routes on the HTTP listener.
     pub enabled: bool,
+    /// `IP:PORT` of a listener of its own (plain HTTP/1.1 and h2c) that
+    /// serves only the OpenAI routes; unset: none.
+    pub listen: Option<String>,
     /// `max_tokens` of a request that names none.
     pub default_max_tokens: u32,
     /// Per model, by the name clients send as `model`.
@@ -68,6 +71,7 @@ impl Default for OpenAi {
     fn default() -> OpenAi {
         OpenAi {
             enabled: DEFAULT_ENABLED,
+            listen: None,
             default_max_tokens: DEFAULT_MAX_TOKENS,
             models: BTreeMap::new(),
         }
@@ -80,12 +84,18 @@ impl OpenAi {
         self.models.get(name)
     }
 
-    /// Names are non-empty, `default_max_tokens` above 0, and every chat
+    /// `listen` is `IP:PORT`, names are non-empty, `default_max_tokens`
+    /// above 0, and every chat
     /// template file readable (that it parses as a template is checked
     /// when the gateway is built, still before any port is bound).
     pub(super) fn validate(&self) -> Result<(), String> {
         if self.default_max_tokens == 0 {
             return Err("openai.default_max_tokens must be greater than 0".into());
+        }
+        if let Some(listen) = &self.listen {
+            listen
+                .parse::<std::net::SocketAddr>()
+                .map_err(|_| format!("openai.listen must be IP:PORT, got {listen:?}"))?;
         }
         for (name, model) in &self.models {
             if name.is_empty() || model.upstream_model.as_deref() == Some("") {

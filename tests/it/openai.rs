@@ -481,15 +481,63 @@ async fn the_first_event_comes_at_once_and_a_disconnect_stops_the_model() {
     );
     let produced = demo.streamed_responses();
     assert!(produced < 5000, "the model stopped: {produced} tokens");
-    let metrics = reqwest_free_get(gateway.addr, "/v2/health/live").await;
+    let metrics = plain_get(gateway.addr, "/v2/health/live").await;
     assert!(
         metrics.starts_with("HTTP/1.1 200"),
         "the gateway still serves: {metrics}"
     );
 }
 
+/// `openai.listen`: a listener of the OpenAI front's own, which serves
+/// nothing else, while the HTTP listener can leave the front off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_front_on_a_listener_of_its_own() {
+    let demo = DemoUpstream::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("demo");
+    let dir = std::env::temp_dir().join(format!("tensorgate-openai-listen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("tensorgate.toml");
+    std::fs::write(
+        &config,
+        "[openai]\nenabled = false\nlisten = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    let args = [
+        "--config".to_string(),
+        config.display().to_string(),
+        "--upstream".to_string(),
+        demo.local_addr().to_string(),
+    ];
+    let gateway = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        GatewayProcess::spawn_with(&[env!("CARGO_BIN_EXE_tensorgate")], &args, None)
+    })
+    .await
+    .expect("gateway starts");
+    let own = gateway.openai.expect("the log names the OpenAI listener");
+    let models = plain_get(own, "/v1/models").await;
+    assert!(models.starts_with("HTTP/1.1 200"), "{models}");
+    assert!(models.contains("\"llm_vllm\""), "{models}");
+    let v2 = plain_get(own, "/v2/health/live").await;
+    assert!(v2.starts_with("HTTP/1.1 404"), "{v2}");
+    assert!(
+        v2.contains("\"type\":\"invalid_request_error\""),
+        "OpenAI's shape: {v2}"
+    );
+    let main = plain_get(gateway.addr, "/v1/models").await;
+    assert!(
+        main.starts_with("HTTP/1.1 404"),
+        "off on the HTTP listener: {main}"
+    );
+    assert!(plain_get(gateway.addr, "/v2/health/live")
+        .await
+        .starts_with("HTTP/1.1 200"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A plain HTTP/1.1 GET on a new connection; the raw answer.
-async fn reqwest_free_get(addr: std::net::SocketAddr, path: &str) -> String {
+async fn plain_get(addr: std::net::SocketAddr, path: &str) -> String {
     let mut conn = TcpStream::connect(addr).await.expect("connect");
     let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     conn.write_all(request.as_bytes()).await.expect("send");

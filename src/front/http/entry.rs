@@ -14,6 +14,7 @@ use crate::app::guard::bearer;
 use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::Error;
+use crate::front::http::openai::route::OpenAiRoute;
 use crate::front::http::plan::Plan;
 use crate::front::http::route::Route;
 use crate::front::http::v1;
@@ -43,8 +44,32 @@ macro_rules! request_span {
 /// The plan of `req` for its raw `target` (path and query: the v1 API
 /// reads its format there); `None` when no route has that path (404).
 pub fn plan(gateway: &Gateway, target: &str, req: &HttpRequest) -> Option<Plan> {
+    plan_for(gateway, Routes::All, target, req)
+}
+
+/// Which routes a listener serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Routes {
+    /// The HTTP listener's: v2, v1 and (when on) the OpenAI API.
+    All,
+    /// `openai.listen`'s: only the OpenAI API; any other path is its 404.
+    OpenAi,
+}
+
+/// [`plan`] on a listener that serves `routes`.
+pub(crate) fn plan_for(
+    gateway: &Gateway,
+    routes: Routes,
+    target: &str,
+    req: &HttpRequest,
+) -> Option<Plan> {
     let config = gateway.config();
-    let route = Route::classify_target(target, &config.v1.path_prefix, config.openai.enabled)?;
+    let route = match routes {
+        Routes::All => {
+            Route::classify_target(target, &config.v1.path_prefix, config.openai.enabled)?
+        }
+        Routes::OpenAi => Route::OpenAi(OpenAiRoute::classify_target(target)),
+    };
     Some(Plan::new(route, &req.method, &req.headers, &config.limits))
 }
 

@@ -32,6 +32,7 @@ pub(crate) mod tls;
 pub(crate) mod v1;
 pub(crate) mod write_buffer;
 
+pub(crate) use entry::Routes;
 pub use entry::{answer, handle, plan};
 pub(crate) use messages::{too_large, via, StreamedRest};
 pub use messages::{Answer, HttpRequest, HttpResponse, StreamedResponse};

@@ -36,6 +36,13 @@ impl OpenAiRoute {
         })
     }
 
+    /// A raw target (path and query) on the OpenAI front's own listener,
+    /// where every path is its: one not under `/v1/` is [`Unknown`](OpenAiRoute::Unknown).
+    pub fn classify_target(target: &str) -> OpenAiRoute {
+        let path = target.split_once('?').map_or(target, |(path, _)| path);
+        OpenAiRoute::classify(path).unwrap_or(OpenAiRoute::Unknown)
+    }
+
     /// Methods each route accepts (others get 405).
     pub fn allows(&self, method: &Method) -> bool {
         match self {
@@ -98,6 +105,14 @@ mod tests {
         for (path, want) in cases {
             assert_eq!(OpenAiRoute::classify(path), want, "{path}");
         }
+        assert_eq!(
+            OpenAiRoute::classify_target("/v1/models?x=1"),
+            OpenAiRoute::Models
+        );
+        assert_eq!(
+            OpenAiRoute::classify_target("/v2/models"),
+            OpenAiRoute::Unknown
+        );
         assert!(OpenAiRoute::Completions.generates());
         assert_eq!(OpenAiRoute::Models.group(), Group::Metadata);
         assert!(!OpenAiRoute::Models.allows(&Method::POST));
