@@ -9,15 +9,15 @@ use crate::model::{DataType, InferResponse, OutputTensor};
 
 /// What one response adds to the answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Piece {
-    pub(crate) text: String,
-    pub(crate) input_tokens: Option<u64>,
-    pub(crate) output_tokens: Option<u64>,
+pub struct Piece {
+    pub text: String,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
 }
 
 /// The piece `response` carries. A `text_output` that is not one BYTES
 /// element of valid UTF-8 is the model's fault (500), said as such.
-pub(crate) fn piece(response: &InferResponse) -> Result<Piece> {
+pub fn piece(response: &InferResponse) -> Result<Piece> {
     let output = |name: &str| response.outputs.iter().find(|o| o.name == name);
     let text = match output("text_output") {
         Some(tensor) => text(tensor)?,

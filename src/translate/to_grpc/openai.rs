@@ -17,7 +17,7 @@ use crate::wire::openai::Generation;
 /// The model's convention from its inputs: `sampling_parameters` is the
 /// vLLM backend's, a `max_tokens` input TensorRT-LLM's; both need
 /// `text_input`. `None`: neither (the model is not served as an LLM).
-pub(crate) fn recognise(info: &ModelInfo) -> Option<Backend> {
+pub fn recognise(info: &ModelInfo) -> Option<Backend> {
     info.input("text_input")?;
     if info.input("sampling_parameters").is_some() {
         Some(Backend::Vllm)
@@ -40,7 +40,7 @@ enum Value {
 /// The request for `model` (its upstream name) carrying `prompt` (the
 /// rendered chat, or the completion's prompt) and `generation`'s settings,
 /// within `max_tokens`.
-pub(crate) fn model_inputs(
+pub fn model_inputs(
     backend: Backend,
     model: &str,
     info: &ModelInfo,

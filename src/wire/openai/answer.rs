@@ -10,18 +10,18 @@ use serde::Serialize;
 use super::Endpoint;
 
 /// The last event of every stream.
-pub(crate) const DONE: &[u8] = b"data: [DONE]\n\n";
+pub const DONE: &[u8] = b"data: [DONE]\n\n";
 
 /// Token counts, from the model's `num_input_tokens` / `num_output_tokens`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub(crate) struct Usage {
+pub struct Usage {
     pub(crate) prompt_tokens: u64,
     pub(crate) completion_tokens: u64,
     pub(crate) total_tokens: u64,
 }
 
 impl Usage {
-    pub(crate) fn new(prompt_tokens: u64, completion_tokens: u64) -> Usage {
+    pub fn new(prompt_tokens: u64, completion_tokens: u64) -> Usage {
         Usage {
             prompt_tokens,
             completion_tokens,
@@ -33,11 +33,11 @@ impl Usage {
 /// What every answer of one request repeats: the endpoint, its id, when
 /// it was made (Unix seconds) and the model as the client named it.
 #[derive(Debug, Clone)]
-pub(crate) struct Answering {
-    pub(crate) endpoint: Endpoint,
-    pub(crate) id: String,
-    pub(crate) created: u64,
-    pub(crate) model: String,
+pub struct Answering {
+    pub endpoint: Endpoint,
+    pub id: String,
+    pub created: u64,
+    pub model: String,
 }
 
 #[derive(Serialize)]
@@ -111,7 +111,7 @@ struct Message<'a> {
 
 impl Answering {
     /// The whole answer of a request that did not stream.
-    pub(crate) fn whole(&self, text: &str, finish: &str, usage: Option<Usage>) -> Vec<u8> {
+    pub fn whole(&self, text: &str, finish: &str, usage: Option<Usage>) -> Vec<u8> {
         let choice = match self.endpoint {
             Endpoint::Completions => self.choice(Some(text), None, Some(finish)),
             Endpoint::Chat => Choice {
@@ -137,13 +137,7 @@ impl Answering {
     /// chunk also says the role), and the finish reason on the last.
     /// `usage_null`: the client asked for the usage, which only the
     /// stream's last event carries.
-    pub(crate) fn chunk(
-        &self,
-        text: &str,
-        first: bool,
-        finish: Option<&str>,
-        usage_null: bool,
-    ) -> Bytes {
+    pub fn chunk(&self, text: &str, first: bool, finish: Option<&str>, usage_null: bool) -> Bytes {
         let choice = match self.endpoint {
             Endpoint::Completions => self.choice(Some(text), None, finish),
             Endpoint::Chat => {
@@ -161,7 +155,7 @@ impl Answering {
     }
 
     /// The usage's own last chunk: no choice, only the counts.
-    pub(crate) fn usage_chunk(&self, usage: Option<Usage>) -> Bytes {
+    pub fn usage_chunk(&self, usage: Option<Usage>) -> Bytes {
         let usage = usage.map_or(Absent::Null, Absent::Value);
         self.event(&[], usage)
     }
@@ -204,7 +198,7 @@ impl Answering {
 }
 
 /// `data: <json>\n\n`.
-pub(crate) fn sse_event(json: &[u8]) -> Bytes {
+pub fn sse_event(json: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(json.len() + 8);
     out.extend_from_slice(b"data: ");
     out.extend_from_slice(json);

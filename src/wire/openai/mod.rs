@@ -6,8 +6,8 @@
 //! above 1, logprobs, tools, ...) are refused, never dropped
 //! (docs/compatibility.md, "OpenAI").
 
-pub(crate) mod answer;
-pub(crate) mod request;
+pub mod answer;
+pub mod request;
 
-pub(crate) use answer::{sse_event, Answering, Usage, DONE};
-pub(crate) use request::{decode, Endpoint, Generation, Prompt};
+pub use answer::{sse_event, Answering, Usage, DONE};
+pub use request::{decode, Endpoint, Generation, Prompt};

@@ -11,14 +11,14 @@ use crate::error::{Error, Result};
 
 /// Which endpoint a body came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Endpoint {
+pub enum Endpoint {
     Completions,
     Chat,
 }
 
 /// What to generate: a prompt as given, or chat messages to render.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Prompt {
+pub enum Prompt {
     Text(String),
     /// Each message an object with `role` and a text `content` (parts of
     /// type `text` joined), the rest of its fields as sent.
@@ -28,7 +28,7 @@ pub(crate) enum Prompt {
 /// The sampling fields a model convention passes on, each when set.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
 #[serde(default)]
-pub(crate) struct Sampling {
+pub struct Sampling {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) temperature: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -54,11 +54,11 @@ pub(crate) struct Sampling {
 
 /// One generation request, decoded.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Generation {
+pub struct Generation {
     pub(crate) endpoint: Endpoint,
     /// The model as the client named it.
-    pub(crate) model: String,
-    pub(crate) prompt: Prompt,
+    pub model: String,
+    pub prompt: Prompt,
     pub(crate) stream: bool,
     /// `stream_options.include_usage`: a last chunk with the usage.
     pub(crate) include_usage: bool,
@@ -111,7 +111,7 @@ struct Refused {
 }
 
 /// Decodes a body sent to `endpoint`.
-pub(crate) fn decode(endpoint: Endpoint, body: &[u8]) -> Result<Generation> {
+pub fn decode(endpoint: Endpoint, body: &[u8]) -> Result<Generation> {
     let body: Body = serde_json::from_slice(body)
         .map_err(|e| Error::invalid(format!("the request body is not valid: {e}")))?;
     body.refused.check()?;
