@@ -6,13 +6,16 @@ as `POST /v1/completions` with `"stream": true` (server-sent events).
 
 * time to first token: from the request's first byte sent to the first
   response (a) or the first `data:` event (b), one request at a time on a
-  kept-alive channel / connection, p50 and p99 of each and the difference;
+  kept-alive connection, p50 and p99 of each and the difference, measured
+  by the `first_token` tool (crates/tensorgate-load: h2 and raw sockets, so
+  neither leg pays for a client library);
 * gateway CPU per streamed event: the gateway process's CPU time (the sum
   of its threads' /proc/PID/task/*/schedstat, nanoseconds) over many
   concurrent long streams, divided by the events it sent; and the CPU of a
   one-token request, the per-request part of it.
 
 Usage: bench-openai.py --gateway http://H:P --gateway-pid PID --upstream H:P
+                       --first-token BIN
                        [--requests N] [--cpu-requests N] [--tokens N] [--streams N]
                        [--json FILE]
 """
@@ -21,15 +24,12 @@ import argparse
 import glob
 import http.client
 import json
-import statistics
-import struct
+import subprocess
 import sys
 import threading
 import time
 from urllib.parse import urlparse
 
-import grpc
-from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 MODEL = "llm_vllm"
 
@@ -48,37 +48,6 @@ def cpu_ns(pid):
         except (OSError, ValueError, IndexError):
             pass  # a thread that ended meanwhile
     return total
-
-
-def grpc_request(tokens):
-    """The vLLM-convention request the gateway would send for `tokens`."""
-    request = service_pb2.ModelInferRequest(model_name=MODEL)
-    values = [
-        ("text_input", "BYTES", prompt(tokens).encode()),
-        ("stream", "BOOL", b"\x01"),
-        ("sampling_parameters", "BYTES", json.dumps({"max_tokens": tokens}).encode()),
-    ]
-    for name, datatype, data in values:
-        request.inputs.add(name=name, datatype=datatype, shape=[1])
-        if datatype == "BYTES":
-            data = struct.pack("<I", len(data)) + data
-        request.raw_input_contents.append(data)
-    return request
-
-
-def direct_first_token(stub, tokens):
-    """Seconds to the first response of one stream read directly."""
-    started = time.perf_counter()
-    replies = stub.ModelStreamInfer(iter([grpc_request(tokens)]))
-    first = None
-    for reply in replies:
-        if reply.error_message:
-            raise RuntimeError(reply.error_message)
-        if first is None:
-            first = time.perf_counter() - started
-        if reply.infer_response.parameters["triton_final_response"].bool_param:
-            break
-    return first
 
 
 class Gateway:
@@ -110,22 +79,14 @@ class Gateway:
         return first, seen.count(b"\n\n")
 
 
-def percentile(values, p):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100.0 * (len(ordered) - 1))))]
-
-
 def first_tokens(args):
-    stub = service_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(args.upstream))
-    gateway = Gateway(args.gateway)
-    direct, through = [], []
-    for i in range(args.requests + 5):  # five unmeasured warm-up rounds
-        d = direct_first_token(stub, 4)
-        t, _ = gateway.stream(4)
-        if i >= 5:
-            direct.append(d)
-            through.append(t)
-    return direct, through
+    """The first_token tool's run: both legs, one request at a time."""
+    host, port = urlparse(args.gateway).hostname, urlparse(args.gateway).port
+    out = subprocess.run([args.first_token, "--upstream", args.upstream,
+                          "--gateway", "%s:%d" % (host, port), "--model", MODEL,
+                          "--rounds", str(args.requests)],
+                         capture_output=True, check=True, timeout=600)
+    return json.loads(out.stdout)
 
 
 def cpu_per_event(args):
@@ -163,6 +124,8 @@ def main():
     parser.add_argument("--gateway", required=True)
     parser.add_argument("--gateway-pid", type=int, required=True)
     parser.add_argument("--upstream", required=True)
+    parser.add_argument("--first-token", required=True,
+                        help="the first_token tool (crates/tensorgate-load)")
     parser.add_argument("--requests", type=int, default=200,
                         help="first-token rounds (each one direct and one through the gateway)")
     parser.add_argument("--cpu-requests", type=int, default=20,
@@ -171,17 +134,8 @@ def main():
     parser.add_argument("--streams", type=int, default=4)
     parser.add_argument("--json")
     args = parser.parse_args()
-    direct, through = first_tokens(args)
-    cpu = cpu_per_event(args)
-    us = lambda s: s * 1e6
-    result = {
-        "requests": len(direct),
-        "direct_p50_us": us(statistics.median(direct)),
-        "direct_p99_us": us(percentile(direct, 99)),
-        "gateway_p50_us": us(statistics.median(through)),
-        "gateway_p99_us": us(percentile(through, 99)),
-        **cpu,
-    }
+    result = {**first_tokens(args), **cpu_per_event(args)}
+    cpu = result
     result["added_p50_us"] = result["gateway_p50_us"] - result["direct_p50_us"]
     if args.json:
         with open(args.json, "w") as f:

@@ -23,6 +23,7 @@ use crate::translate::from_grpc::openai::{piece, Piece};
 use crate::translate::from_grpc::stream::{self, StreamItem};
 use crate::translate::to_grpc;
 use crate::wire::openai::{decode, Answering, Endpoint, Generation, Prompt, Usage};
+use prometheus::Histogram;
 
 /// The target of the line each generation's end logs.
 const LOG_TARGET: &str = "tensorgate::openai";
@@ -102,7 +103,7 @@ async fn opened(
             created: super::now_seconds(),
             model: generation.model.clone(),
         },
-        tally: Tally::new(&generation.model, max_tokens, started),
+        tally: Tally::new(gateway.metrics(), &generation.model, max_tokens, started),
         include_usage: generation.include_usage,
     })
 }
@@ -112,7 +113,7 @@ pub(super) async fn whole(metrics: &Metrics, mut opened: Opened) -> Result<HttpR
     let mut text = String::new();
     loop {
         let item = opened.upstream.next().await;
-        match opened.tally.take(item, metrics) {
+        match opened.tally.take(item) {
             Ok(Taken::Piece(piece, last)) => {
                 text.push_str(&piece.text);
                 if last {
@@ -166,6 +167,9 @@ pub(super) enum Taken {
 /// responses arrive.
 pub(super) struct Tally {
     model: String,
+    /// The model's two latency series, looked up once, not per token.
+    first_token: Histogram,
+    inter_token: Histogram,
     max_tokens: u32,
     started: Instant,
     /// When the last response with text arrived (none yet: the next is
@@ -176,9 +180,12 @@ pub(super) struct Tally {
 }
 
 impl Tally {
-    fn new(model: &str, max_tokens: u32, started: Instant) -> Tally {
+    fn new(metrics: &Metrics, model: &str, max_tokens: u32, started: Instant) -> Tally {
+        let llm = &metrics.llm;
         Tally {
             model: model.to_string(),
+            first_token: llm.first_token_seconds.with_label_values(&[model]),
+            inter_token: llm.inter_token_seconds.with_label_values(&[model]),
             max_tokens,
             started,
             last_text: None,
@@ -189,7 +196,7 @@ impl Tally {
 
     /// Takes one message: a response's piece counted (time to first
     /// token, inter-token time), a failed or refused one as its error.
-    pub(super) fn take(&mut self, item: Option<StreamItem>, metrics: &Metrics) -> Result<Taken> {
+    pub(super) fn take(&mut self, item: Option<StreamItem>) -> Result<Taken> {
         let (response, last) = match item {
             None => return Ok(Taken::End),
             Some(StreamItem::Response { response, last }) => (response, last),
@@ -200,12 +207,10 @@ impl Tally {
         if !piece.text.is_empty() {
             let now = Instant::now();
             let (histogram, since) = match self.last_text {
-                None => (&metrics.llm.first_token_seconds, self.started),
-                Some(before) => (&metrics.llm.inter_token_seconds, before),
+                None => (&self.first_token, self.started),
+                Some(before) => (&self.inter_token, before),
             };
-            histogram
-                .with_label_values(&[&self.model])
-                .observe(now.duration_since(since).as_secs_f64());
+            histogram.observe(now.duration_since(since).as_secs_f64());
             self.last_text = Some(now);
         }
         // The prompt's count once (every response repeats it), the

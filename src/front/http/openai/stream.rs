@@ -28,7 +28,7 @@ const SSE_CONTENT_TYPE: &str = "text/event-stream; charset=utf-8";
 pub(super) async fn answer(gateway: &Gateway, mut opened: Opened) -> Result<Answer> {
     let metrics = gateway.metrics();
     let item = opened.upstream.next().await;
-    let first = match opened.tally.take(item, metrics) {
+    let first = match opened.tally.take(item) {
         Ok(taken) => taken,
         Err(error) => {
             opened.tally.end(metrics, Outcome::Failed(&error.message));
@@ -108,7 +108,7 @@ async fn pump(mut opened: Opened, tx: mpsc::Sender<Bytes>, metrics: std::sync::A
             item = opened.upstream.next() => item,
         };
         let mut events = Vec::with_capacity(1);
-        let (ended, failure) = match opened.tally.take(item, &metrics) {
+        let (ended, failure) = match opened.tally.take(item) {
             Ok(taken) => (opened.event(taken, false, &mut events), None),
             Err(error) => {
                 events.push(sse_event(&error.openai_body()));
