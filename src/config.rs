@@ -12,12 +12,14 @@ use serde::{Deserialize, Serialize};
 mod auth;
 mod connections;
 mod generate;
+mod openai;
 mod routes;
 mod shared_memory;
 pub(crate) use auth::SECRET_SHOWN;
 pub use auth::{ApiKey, Auth, Group, RestrictedApi};
 pub use connections::Connections;
 pub use generate::Generate;
+pub use openai::{Backend as OpenAiBackend, OpenAi, OpenAiModel, DEFAULT_MAX_TOKENS};
 pub use routes::{
     glob_match, FrontKind, HeaderMatch, MirrorRule, ModelPattern, RouteRule, DEFAULT_GROUP,
 };
@@ -110,6 +112,7 @@ pub struct Config {
     pub generate: Generate,
     pub shared_memory: SharedMemory,
     pub v1: v1::V1,
+    pub openai: OpenAi,
 }
 
 /// HTTPS (h1 and h2 by ALPN) beside the plain listener.
@@ -591,6 +594,7 @@ impl Config {
                 .map_err(|e| format!("http.header_forward_pattern is not a valid regex: {e}"))?;
         }
         self.v1.validate()?;
+        self.openai.validate()?;
         Ok(())
     }
 
@@ -663,6 +667,7 @@ mod tests {
         assert_eq!(config.server, Server::default());
         assert_eq!(config.auth, Auth::default());
         assert_eq!(config.shared_memory, SharedMemory::default());
+        assert_eq!(config.openai.enabled, OpenAi::default().enabled);
         let triton = Config::from_toml(
             "[auth]\nrestricted_api = [\"model-repository,logging:admin-key=a=b\"]",
         )
@@ -785,6 +790,11 @@ upstream_model = "classifier_v2"
             "[shared_memory]\nmode = \"map\"",
             "[shared_memory]\nmax_total_bytes = 0",
             "[v1]\npath_prefix = \"api/\"",
+            "[openai]\ndefault_max_tokens = 0",
+            "[openai]\nlisten = \"8080\"",
+            "[openai.models.m]\nbackend = \"tgi\"",
+            "[openai.models.m]\nchat_template = \"/nonexistent/tokenizer_config.json\"",
+            "[openai.models.m]\nupstream_model = \"\"",
         ];
         for text in bad {
             let result = Config::from_toml(text).and_then(|c| c.validate());

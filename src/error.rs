@@ -68,6 +68,8 @@ pub struct Error {
     /// clients (a message-size refusal): gRPC clients of the passthrough get
     /// the server's words as they came ([`Error::to_status`]).
     pub relayed: Option<String>,
+    /// The request field a refusal is about (the OpenAI front's `param`).
+    pub param: Option<&'static str>,
 }
 
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
@@ -134,6 +136,35 @@ impl Kind {
         (status, code)
     }
 
+    /// The OpenAI API's words for the failure (the front under `/v1/`):
+    /// its error `type` and `code`, the status staying [`Kind::status`]'s,
+    /// which are the codes OpenAI's clients map to their exceptions (400
+    /// `BadRequestError`, 401, 403, 404, 429 `RateLimitError`, 5xx).
+    pub fn openai_type(self) -> (&'static str, Option<&'static str>) {
+        match self {
+            Kind::InvalidArg
+            | Kind::JsonAccess
+            | Kind::ClientOther(_)
+            | Kind::PayloadTooLarge
+            | Kind::MessageTooLarge(_)
+            | Kind::HeaderTooLarge
+            | Kind::RequestTimeout
+            | Kind::MethodNotAllowed
+            | Kind::UnsupportedEncoding => ("invalid_request_error", None),
+            Kind::NotFound => ("invalid_request_error", Some("model_not_found")),
+            Kind::RouteNotFound | Kind::MissingRpc => ("invalid_request_error", None),
+            Kind::Unsupported => ("invalid_request_error", Some("unsupported")),
+            Kind::Unauthorized => ("authentication_error", Some("invalid_api_key")),
+            Kind::Forbidden => ("permission_error", None),
+            Kind::TooManyRequests => ("rate_limit_error", Some("rate_limit_exceeded")),
+            Kind::Overloaded | Kind::Unavailable | Kind::UpstreamUnreachable => {
+                ("server_error", Some("service_unavailable"))
+            }
+            Kind::UpstreamTimeout => ("server_error", Some("timeout")),
+            Kind::Internal => ("server_error", None),
+        }
+    }
+
     /// The inverse of v2 §0.1: an upstream gRPC code to our kind.
     pub fn from_grpc(code: tonic::Code) -> Kind {
         use tonic::Code as C;
@@ -155,7 +186,14 @@ impl Error {
             kind,
             message: message.into(),
             relayed: None,
+            param: None,
         }
+    }
+
+    /// The same failure, about the request field `param`.
+    pub fn about(mut self, param: &'static str) -> Error {
+        self.param = Some(param);
+        self
     }
 
     pub fn invalid(message: impl Into<String>) -> Error {
@@ -266,6 +304,26 @@ impl Error {
         out.extend_from_slice(b"{\"error\":");
         write_str(&mut out, self.message.as_bytes());
         out.push(b'}');
+        out
+    }
+
+    /// `{"error":{"message","type","param","code"}}`, the OpenAI API's
+    /// error body (the front under `/v1/`), from [`Kind::openai_type`].
+    pub fn openai_body(&self) -> Vec<u8> {
+        let (kind, code) = self.kind.openai_type();
+        let mut out = Vec::with_capacity(self.message.len() + 80);
+        out.extend_from_slice(b"{\"error\":{\"message\":");
+        write_str(&mut out, self.message.as_bytes());
+        out.extend_from_slice(b",\"type\":");
+        write_str(&mut out, kind.as_bytes());
+        for (key, value) in [(&b",\"param\":"[..], self.param), (b",\"code\":", code)] {
+            out.extend_from_slice(key);
+            match value {
+                Some(value) => write_str(&mut out, value.as_bytes()),
+                None => out.extend_from_slice(b"null"),
+            }
+        }
+        out.extend_from_slice(b"}}");
         out
     }
 
@@ -563,6 +621,30 @@ mod tests {
             tonic::Status::resource_exhausted("quota 5 vs. 8"),
         ] {
             assert_eq!(Error::from_status(&other).message, other.message());
+        }
+    }
+
+    #[test]
+    fn openai_bodies_carry_type_param_and_code() {
+        let refused = Error::invalid("n must be 1").about("n");
+        assert_eq!(
+            String::from_utf8(refused.openai_body()).unwrap(),
+            r#"{"error":{"message":"n must be 1","type":"invalid_request_error","param":"n","code":null}}"#
+        );
+        let value: serde_json::Value =
+            serde_json::from_slice(&Error::not_found("no \"m\"").openai_body()).unwrap();
+        assert_eq!(value["error"]["code"], "model_not_found");
+        assert_eq!(value["error"]["message"], "no \"m\"");
+        assert_eq!(value["error"]["param"], serde_json::Value::Null);
+        for (kind, status) in [
+            (Kind::Unauthorized, 401),
+            (Kind::TooManyRequests, 429),
+            (Kind::UpstreamUnreachable, 503),
+        ] {
+            let error = Error::new(kind, "x");
+            assert_eq!(error.status(), status);
+            let body: serde_json::Value = serde_json::from_slice(&error.openai_body()).unwrap();
+            assert_eq!(body["error"]["type"], kind.openai_type().0);
         }
     }
 

@@ -48,6 +48,9 @@ pub struct Metrics {
     /// Mirrored inferences by whether their answer agreed with the
     /// primary's (agree, differ, uncompared).
     pub mirror_agreement: IntCounterVec,
+    /// The OpenAI front's generations, by model (a name the upstream
+    /// knows: only recorded once the model resolved).
+    pub llm: LlmMetrics,
     inflight: IntGaugeVec,
     backend_up: IntGaugeVec,
     backend_inflight: IntGaugeVec,
@@ -87,8 +90,15 @@ impl Metrics {
         registry
             .register(Box::new(drain_cut.clone()))
             .expect("unique metric");
+        let llm = LlmMetrics {
+            first_token_seconds: histogram("tensorgate_llm_time_to_first_token_seconds", "Time from a generation's request to its first token (its first response with text), by model.", &["model"]),
+            inter_token_seconds: histogram("tensorgate_llm_inter_token_seconds", "Time between a streamed generation's consecutive responses with text, by model.", &["model"]),
+            output_tokens: counter("tensorgate_llm_output_tokens_total", "Tokens generated (the models' num_output_tokens), by model.", &["model"]),
+            generations: counter("tensorgate_llm_generations_total", "Generations by model and outcome (ok, error: the upstream failed it, cancelled: the client went away).", &["model", "outcome"]),
+        };
         Metrics {
             drain_cut,
+            llm,
             requests: counter("tensorgate_requests_total", "Requests answered, by route, model and HTTP status.", &["route", "model", "status"]),
             request_seconds: histogram("tensorgate_request_duration_seconds", "Time from the request's body read to its answer.", &["route"]),
             gateway_seconds: histogram("tensorgate_gateway_duration_seconds", "Time spent in tensorgate itself (request time minus upstream time).", &["route"]),
@@ -151,6 +161,14 @@ impl Metrics {
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         out
     }
+}
+
+/// The OpenAI front's series (docs/operations.md, "OpenAI").
+pub struct LlmMetrics {
+    pub first_token_seconds: HistogramVec,
+    pub inter_token_seconds: HistogramVec,
+    pub output_tokens: IntCounterVec,
+    pub generations: IntCounterVec,
 }
 
 /// One backend's gauges at scrape time (read from the pool by the core).

@@ -15,6 +15,7 @@ pub(crate) mod infer;
 mod inflight;
 pub(crate) mod metadata;
 pub(crate) mod models;
+pub(crate) mod openai;
 pub(crate) mod routing;
 pub(crate) mod shm;
 pub(crate) mod status;
@@ -54,6 +55,8 @@ pub struct Gateway {
     draining: tokio::sync::watch::Sender<bool>,
     /// The shared-memory regions, in bridge mode (`[shared_memory]`).
     shm_bridge: Option<shm::Bridge>,
+    /// The OpenAI front's chat templates (`[openai.models.*]`), compiled.
+    openai_templates: openai::Templates,
 }
 
 impl Gateway {
@@ -65,6 +68,7 @@ impl Gateway {
             Some(p) => Some(Regex::new(&format!("(?i){p}")).map_err(|e| e.to_string())?),
             None => None,
         };
+        let openai_templates = openai::Templates::new(&config.openai)?;
         let metrics = Arc::new(Metrics::new());
         Ok(Gateway {
             routing: std::sync::RwLock::new(Arc::new(Routing::new(&config, None, &metrics))),
@@ -78,6 +82,7 @@ impl Gateway {
                 .shared_memory
                 .bridged()
                 .then(|| shm::Bridge::new(shm::Regions::new(&config.shared_memory))),
+            openai_templates,
             config,
         })
     }
@@ -189,6 +194,11 @@ impl Gateway {
         self.shm_bridge.as_ref()
     }
 
+    /// The OpenAI front's compiled chat templates.
+    pub(crate) fn openai_templates(&self) -> &openai::Templates {
+        &self.openai_templates
+    }
+
     /// `--header-forward-pattern`, compiled as Triton does.
     pub(crate) fn forward_pattern(&self) -> Option<&Regex> {
         self.forward_pattern.as_ref()
@@ -253,6 +263,7 @@ impl Gateway {
             ("generate", new.generate != old.generate),
             ("shared_memory", new.shared_memory != old.shared_memory),
             ("v1", new.v1 != old.v1),
+            ("openai", new.openai != old.openai),
         ] {
             if changed {
                 ignored.push(name);
@@ -291,5 +302,10 @@ impl Gateway {
 
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// The metrics, for a task that outlives its request (a stream's pump).
+    pub(crate) fn metrics_arc(&self) -> Arc<Metrics> {
+        self.metrics.clone()
     }
 }

@@ -30,6 +30,7 @@ use crate::front::http::admin::AdminApp;
 use crate::front::http::conn::{self, H2App};
 use crate::front::http::session::GatewayService;
 use crate::front::http::tls::ReloadingCert;
+use crate::front::http::Routes;
 
 /// Every listening socket of the process, bound and not yet serving.
 pub(crate) struct Bound {
@@ -43,6 +44,8 @@ struct ClientListeners {
     http: std::net::TcpListener,
     https: Option<(std::net::TcpListener, Arc<Acceptor>)>,
     grpc: Option<std::net::TcpListener>,
+    /// `openai.listen`: the OpenAI routes only.
+    openai: Option<std::net::TcpListener>,
 }
 
 impl ClientListeners {
@@ -64,6 +67,7 @@ impl ClientListeners {
                 .map(|(l, acceptor)| l.try_clone().map(|l| (l, acceptor.clone())))
                 .transpose()?,
             grpc: self.grpc.as_ref().map(|l| l.try_clone()).transpose()?,
+            openai: self.openai.as_ref().map(|l| l.try_clone()).transpose()?,
         })
     }
 }
@@ -95,20 +99,19 @@ impl Bound {
             (Some(listen), Some(acceptor)) => Some((bind("tls.listen", listen)?, acceptor)),
             _ => None,
         };
-        let grpc = config
-            .grpc
-            .listen
-            .as_deref()
-            .map(|l| bind("grpc.listen", l))
-            .transpose()?;
-        let admin = config
-            .admin
-            .listen
-            .as_deref()
-            .map(|l| bind("admin.listen", l))
-            .transpose()?;
+        let optional = |key: &str, listen: &Option<String>| {
+            listen.as_deref().map(|l| bind(key, l)).transpose()
+        };
+        let grpc = optional("grpc.listen", &config.grpc.listen)?;
+        let admin = optional("admin.listen", &config.admin.listen)?;
+        let openai = optional("openai.listen", &config.openai.listen)?;
         Ok(Bound {
-            clients: ClientListeners { http, https, grpc },
+            clients: ClientListeners {
+                http,
+                https,
+                grpc,
+                openai,
+            },
             admin,
         })
     }
@@ -124,6 +127,9 @@ impl Bound {
         }
         if let Some(l) = &clients.grpc {
             parts.push(format!("grpc={}", addr(l)));
+        }
+        if let Some(l) = &clients.openai {
+            parts.push(format!("openai={}", addr(l)));
         }
         if let Some(l) = &self.admin {
             parts.push(format!("admin={}", addr(l)));
@@ -182,15 +188,8 @@ impl BackgroundService for Edge {
         // the first request (its warnings name unreachable backends).
         let gateway = self.gateway.clone();
         tokio::spawn(async move { gateway.started().await });
-        let service = Arc::new(GatewayService::new(self.gateway.clone()));
-        let h2 = Arc::new(H2App::new(service.clone()));
-        let clients = Clients {
-            service,
-            h2,
-            open: self.open.clone(),
-            shutdown: shutdown.clone(),
-        };
-        let clients = Arc::new(clients);
+        let clients = Clients::new(&self.gateway, Routes::All, &self.open, &shutdown);
+        let openai_clients = Clients::new(&self.gateway, Routes::OpenAi, &self.open, &shutdown);
         let threads = self.gateway.config().server.threads;
         let (gateway, open) = (self.gateway.clone(), self.open.clone());
         // Each serving thread owns its handles on the client listeners
@@ -206,6 +205,7 @@ impl BackgroundService for Edge {
         };
         let serve = move |_index: usize| {
             let clients = clients.clone();
+            let openai_clients = openai_clients.clone();
             let (gateway, open) = (gateway.clone(), open.clone());
             let listeners = own.lock().ok().and_then(|mut own| own.pop());
             let shutdown = clients.shutdown.clone();
@@ -217,6 +217,9 @@ impl BackgroundService for Edge {
                 }
                 if let Some(listener) = listeners.grpc {
                     spawn_grpc(gateway, listener, open, shutdown);
+                }
+                if let Some(listener) = listeners.openai {
+                    spawn_accept(&openai_clients, listener, None);
                 }
             }
         };
@@ -233,7 +236,7 @@ impl BackgroundService for Edge {
     }
 }
 
-/// What every client connection needs.
+/// What every client connection of one kind of listener needs.
 struct Clients {
     service: Arc<GatewayService>,
     h2: Arc<H2App>,
@@ -340,6 +343,22 @@ fn accept_loop<F, Fut>(
 }
 
 impl Clients {
+    /// The clients of a listener serving `routes` (one cap for all).
+    fn new(
+        gateway: &Arc<Gateway>,
+        routes: Routes,
+        open: &Arc<OpenConnections>,
+        shutdown: &ShutdownWatch,
+    ) -> Arc<Clients> {
+        let service = Arc::new(GatewayService::new(gateway.clone(), routes));
+        Arc::new(Clients {
+            h2: Arc::new(H2App::new(service.clone())),
+            service,
+            open: open.clone(),
+            shutdown: shutdown.clone(),
+        })
+    }
+
     /// One client connection: TLS or first bytes within the handshake
     /// deadline, then HTTP/1 or h2 until it closes.
     async fn serve(&self, tcp: TcpStream, _slot: Slot, tls: Option<Arc<Acceptor>>) {

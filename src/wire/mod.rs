@@ -7,7 +7,8 @@
 //! `v2_request`/`v2_response` the v2 HTTP infer body (`v2_request`'s
 //! `tensor_sink` writes JSON `data` into tensor bytes while it is parsed),
 //! `generate` the `/generate*` bodies, `compress` the HTTP content codings,
-//! `v1` the legacy v1 API, `grpc_head` the leading fields of a gRPC
+//! `v1` the legacy v1 API, `openai` the OpenAI API's bodies and
+//! events, `grpc_head` the leading fields of a gRPC
 //! `ModelInfer` body still arriving.
 
 pub mod compress;
@@ -22,6 +23,8 @@ pub(crate) mod json_decimal;
 pub mod json_value;
 pub mod json_write;
 pub(crate) mod narrow;
+// pub: the fuzz target fuzz/fuzz_targets/openai.rs drives its codecs.
+pub mod openai;
 pub(crate) mod tensor;
 pub mod v1;
 pub mod v2_request;

@@ -38,6 +38,7 @@
 //! | `streamed_body` | binary `/infer` bodies streamed upstream as they arrive: the same answer as a whole body; a body that ends early, runs long or breaks off never completes upstream | binary, demo's counters |
 //! | `shared_memory` | bridge mode of system shared memory: register, status and unregister answered by the gateway, `/infer` through the regions, Triton's refusals; CUDA refused | in-process, demo; one case binary |
 //! | `shared_memory_grpc` | bridge mode on the gRPC front: the shared-memory RPCs answered by the gateway, `ModelInfer` and `ModelStreamInfer` through the regions, one region table for both fronts, Triton's texts and codes | gRPC front, demo |
+//! | `openai` | the OpenAI front: completions and chat, whole and streamed, for both backend conventions; usage, finish reasons, the chat template, every refusal in OpenAI's shape, keys, metrics, the first event at once and a disconnect that stops the model | in-process, demo's LLM models; one case binary, demo's counters |
 //! | `codec_fixtures` | the v2 infer codecs against tests/fixtures/v2: requests decoded, upstream outputs encoded as Triton's answers | the codec functions, files |
 //!
 //! ## Legacy v1 API
@@ -120,6 +121,7 @@ mod guard;
 mod interop;
 mod layering;
 mod metrics;
+mod openai;
 mod pool;
 mod process;
 mod protocol_doc;

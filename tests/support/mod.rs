@@ -189,6 +189,8 @@ pub(crate) struct GatewayProcess {
     pub admin: Option<SocketAddr>,
     pub grpc: Option<SocketAddr>,
     pub https: Option<SocketAddr>,
+    /// `openai.listen`'s address, when configured.
+    pub openai: Option<SocketAddr>,
     log: std::path::PathBuf,
     own_log: bool,
 }
@@ -254,6 +256,7 @@ impl GatewayProcess {
             admin: listening.admin,
             grpc: listening.grpc,
             https: listening.https,
+            openai: listening.openai,
             log,
             own_log,
         }
@@ -289,6 +292,7 @@ struct Listening {
     admin: Option<SocketAddr>,
     grpc: Option<SocketAddr>,
     https: Option<SocketAddr>,
+    openai: Option<SocketAddr>,
 }
 
 /// Waits (at most 20 s) for the log line that says every listener is
@@ -311,6 +315,7 @@ fn wait_listening(child: &mut Child, log: &std::path::Path) -> Option<Listening>
                 admin: addr("admin="),
                 grpc: addr("grpc="),
                 https: addr("https="),
+                openai: addr("openai="),
             });
         }
         if let Ok(Some(_)) = child.try_wait() {

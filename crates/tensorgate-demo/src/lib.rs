@@ -16,6 +16,8 @@
 //! | `string_single` | INPUT0 BYTES `[1]` → OUTPUT0 | 0 |
 //! | `slow_identity` | INPUT0 FP32 `[-1]` → OUTPUT0, after request parameter `delay_ms` ms | 0 |
 //! | `repeat_decoupled` (decoupled) | INPUT0 INT32 `[1]` = N → N responses OUTPUT0 = `[i]`, 10 ms apart | 0 |
+//! | `llm_vllm` (decoupled) | the vLLM backend's inputs (`text_input`, `sampling_parameters`, ...) → `text_output`, `num_input_tokens`, `num_output_tokens`: the prompt's words, a token each, 2 ms apart | 0 |
+//! | `llm_trtllm` (decoupled) | the TensorRT-LLM backend's (`text_input`, `max_tokens`, `temperature`, ...; all but those two optional) → the same | 8 |
 //!
 //! `repeat_decoupled` answers only on `ModelStreamInfer`; the last of its
 //! responses carries `triton_final_response: true` (N = 0 gives no response,
@@ -35,11 +37,13 @@
 //! (the tests of what the gateway makes of those servers).
 //!
 //! Code map: `models.rs` (the table and what each model computes),
+//! `llm.rs` (the two language models),
 //! `validate.rs` (request checks), `classify.rs` (top-K outputs),
 //! `quirks.rs` (the ways it can differ from Triton),
 //! `service.rs` (the RPCs), `stream_stats.rs` (stream counters), `tests.rs`.
 
 mod classify;
+mod llm;
 mod models;
 mod quirks;
 mod service;

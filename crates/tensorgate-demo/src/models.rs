@@ -103,15 +103,26 @@ pub(crate) struct TensorSpec {
     pub dims: Vec<i64>,
     /// Classification labels (one per index) and the file they "come from".
     pub labels: Option<(&'static str, Vec<String>)>,
+    /// A request may leave it out (`ModelInput.optional`).
+    pub optional: bool,
 }
 
 impl TensorSpec {
-    fn new(name: &'static str, dtype: DataType, dims: &[i64]) -> TensorSpec {
+    pub(crate) fn new(name: &'static str, dtype: DataType, dims: &[i64]) -> TensorSpec {
         TensorSpec {
             name,
             dtype,
             dims: dims.to_vec(),
             labels: None,
+            optional: false,
+        }
+    }
+
+    /// The same, optional.
+    pub(crate) fn optional(self) -> TensorSpec {
+        TensorSpec {
+            optional: true,
+            ..self
         }
     }
 
@@ -139,8 +150,9 @@ pub(crate) struct Tensor {
 pub(crate) type Outputs = Vec<Tensor>;
 
 /// The responses of one request, produced lazily (a decoupled model may
-/// send many).
-pub(crate) type Responses = Box<dyn Iterator<Item = Outputs> + Send>;
+/// send many); an error fails that response and ends the request (a
+/// model failing in the middle of its stream).
+pub(crate) type Responses = Box<dyn Iterator<Item = Result<Outputs, Status>> + Send>;
 
 /// A model's computation: validated inputs (in request order) to the
 /// responses it sends, each with every output in model order. Errors are
@@ -236,6 +248,7 @@ impl ModelSpec {
                     name: t.name.to_owned(),
                     data_type: t.dtype as i32,
                     dims: t.dims.clone(),
+                    optional: t.optional,
                     ..Default::default()
                 })
                 .collect(),
@@ -278,7 +291,7 @@ impl ModelSpec {
     }
 }
 
-/// Every demo model, sorted by name.
+/// The demo models but the language models (`llm`), sorted by name.
 pub(crate) fn catalog() -> Vec<ModelSpec> {
     use DataType::*;
     let fp32_vec = |name| TensorSpec::new(name, TypeFp32, &[-1]);
@@ -384,7 +397,7 @@ fn identity(inputs: &[Tensor]) -> Result<Responses, Status> {
             ..input.clone()
         })
         .collect();
-    Ok(Box::new(std::iter::once(outputs)))
+    Ok(Box::new(std::iter::once(Ok(outputs))))
 }
 
 /// `f` over the FP32 elements of `a` and `b` pairwise, straight from their
@@ -427,7 +440,7 @@ fn add_sub(inputs: &[Tensor]) -> Result<Responses, Status> {
         output("OUTPUT0", fp32_pairs(&a.data, &b.data, |p, q| p + q)),
         output("OUTPUT1", fp32_pairs(&a.data, &b.data, |p, q| p - q)),
     ];
-    Ok(Box::new(std::iter::once(outputs)))
+    Ok(Box::new(std::iter::once(Ok(outputs))))
 }
 
 /// `simple`: INT32 sums and differences, wrapping like C++ int arithmetic.
@@ -457,7 +470,7 @@ fn simple(inputs: &[Tensor]) -> Result<Responses, Status> {
         output("OUTPUT0", i32::wrapping_add),
         output("OUTPUT1", i32::wrapping_sub),
     ];
-    Ok(Box::new(std::iter::once(outputs)))
+    Ok(Box::new(std::iter::once(Ok(outputs))))
 }
 
 /// Decoupled: `INPUT0` = N gives N responses with `OUTPUT0` = `[i]` (INT32).
@@ -468,11 +481,11 @@ fn repeat(inputs: &[Tensor]) -> Result<Responses, Status> {
         .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .unwrap_or(0);
     Ok(Box::new((0..count.max(0)).map(|i| {
-        vec![Tensor {
+        Ok(vec![Tensor {
             name: "OUTPUT0".to_owned(),
             dtype: DataType::TypeInt32,
             shape: vec![1],
             data: Bytes::copy_from_slice(&i.to_le_bytes()),
-        }]
+        }])
     })))
 }

@@ -72,7 +72,9 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl DemoState {
     pub(crate) fn new() -> DemoState {
-        let models = catalog();
+        let mut models = catalog();
+        models.extend(super::llm::models());
+        models.sort_by_key(|m| m.name);
         DemoState {
             loaded: models.iter().map(|_| AtomicBool::new(true)).collect(),
             counters: models.iter().map(|_| Mutex::default()).collect(),
@@ -428,6 +430,14 @@ impl DemoService {
                 return;
             }
             let final_flag = responses.peek().is_none();
+            let outputs = match outputs {
+                Ok(outputs) => outputs,
+                Err(status) => {
+                    // The model failed in the middle: its last response.
+                    let _ = tx.send(Ok(failure(status, Some(true)))).await;
+                    return;
+                }
+            };
             let message = match self.response(index, &request, &prepared, outputs) {
                 Ok(mut response) => {
                     response
@@ -553,6 +563,7 @@ impl GrpcInferenceService for DemoService {
             .execute(index, &request, &prepared)
             .await?
             .next()
+            .transpose()?
             .unwrap_or_default();
         Ok(Response::new(
             self.response(index, &request, &prepared, outputs)?,

@@ -487,14 +487,17 @@ fn normalize(
     Ok((tensors, batch_size))
 }
 
-/// `ValidateRequestInputs`. The demo models have no optional inputs.
+/// `ValidateRequestInputs`: every required input given (optional ones,
+/// the LLM models', may be left out).
 fn check_input_count(
     model: &ModelSpec,
     request: &ModelInferRequest,
     prefix: &str,
 ) -> Result<(), Status> {
     let (expected, got) = (model.inputs.len(), request.inputs.len());
-    if expected == got {
+    let required = model.inputs.iter().filter(|s| !s.optional);
+    let has = |name: &str| request.inputs.iter().any(|i| i.name == name);
+    if expected == got || (got < expected && required.clone().all(|s| has(s.name))) {
         return Ok(());
     }
     let quoted =
@@ -504,8 +507,9 @@ fn check_input_count(
         model
             .inputs
             .iter()
+            .filter(|spec| !spec.optional)
             .map(|spec| spec.name)
-            .filter(|name| !request.inputs.iter().any(|i| i.name == *name))
+            .filter(|name| !has(name))
             .collect(),
     );
     // Triton builds "[" + "'a'," ... then drops the last character, so an

@@ -15,10 +15,11 @@ use crate::app::Gateway;
 use crate::config::FrontKind;
 use crate::context::{RequestContext, RouteFacts};
 use crate::error::Error;
-use crate::front::http::handlers;
+use crate::front::http::openai::route::OpenAiRoute;
 use crate::front::http::plan::Plan;
 use crate::front::http::route::Route;
 use crate::front::http::v1;
+use crate::front::http::{handlers, openai};
 use crate::front::http::{Answer, HttpRequest, HttpResponse};
 use crate::telemetry::access::{self, AccessLine};
 use crate::trace::TraceContext;
@@ -44,8 +45,32 @@ macro_rules! request_span {
 /// The plan of `req` for its raw `target` (path and query: the v1 API
 /// reads its format there); `None` when no route has that path (404).
 pub fn plan(gateway: &Gateway, target: &str, req: &HttpRequest) -> Option<Plan> {
+    plan_for(gateway, Routes::All, target, req)
+}
+
+/// Which routes a listener serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Routes {
+    /// The HTTP listener's: v2, v1 and (when on) the OpenAI API.
+    All,
+    /// `openai.listen`'s: only the OpenAI API; any other path is its 404.
+    OpenAi,
+}
+
+/// [`plan`] on a listener that serves `routes`.
+pub(crate) fn plan_for(
+    gateway: &Gateway,
+    routes: Routes,
+    target: &str,
+    req: &HttpRequest,
+) -> Option<Plan> {
     let config = gateway.config();
-    let route = Route::classify_target(target, &config.v1.path_prefix)?;
+    let route = match routes {
+        Routes::All => {
+            Route::classify_target(target, &config.v1.path_prefix, config.openai.enabled)?
+        }
+        Routes::OpenAi => Route::OpenAi(OpenAiRoute::classify_target(target)),
+    };
     Some(Plan::new(route, &req.method, &req.headers, &config.limits))
 }
 
@@ -158,6 +183,17 @@ fn account(
         .inc_by(bytes_out as u64);
 }
 
+/// The answer to a request refused before its handler ran (access rules,
+/// body limits), in its API's words: v1 style for v1 routes, OpenAI's
+/// shape for the OpenAI routes, the v2 error otherwise.
+pub(crate) fn refusal(gateway: &Gateway, route: &Route, error: &Error) -> HttpResponse {
+    match route {
+        Route::V1(_) => v1::refusal(gateway, error),
+        Route::OpenAi(_) => openai::error_response(error),
+        _ => HttpResponse::error(error),
+    }
+}
+
 /// Access rules, then the route's handler; every failure an answer.
 async fn admitted(
     gateway: &Arc<Gateway>,
@@ -174,7 +210,7 @@ async fn admitted(
         .and_then(|()| guard.admit(route.group(), credential, req.peer, metrics))
     {
         Ok(permit) => permit,
-        Err(error) => return Answer::Full(v1::refusal(gateway, route, &error)),
+        Err(error) => return Answer::Full(refusal(gateway, route, &error)),
     };
     let front = match route {
         Route::V1(_) => FrontKind::V1,
@@ -196,8 +232,12 @@ async fn admitted(
     });
     let ctx = &*ctx;
     let _permit = permit;
-    if let Route::V1(v1_route) = route {
-        return Answer::Full(v1::answer(gateway, ctx, v1_route, req).await);
+    match route {
+        Route::V1(v1_route) => return Answer::Full(v1::answer(gateway, ctx, v1_route, req).await),
+        Route::OpenAi(openai_route) => {
+            return openai::answer(gateway, ctx, plan, openai_route, req).await
+        }
+        _ => {}
     }
     if !route.allows(&req.method) {
         return Answer::Full(HttpResponse::error(&Error::method_not_allowed()));

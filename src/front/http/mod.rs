@@ -11,7 +11,8 @@
 //! 3. `entry::answer`: access rules, metrics, the span, the access log;
 //! 4. `handlers::dispatch`: the route's handler, a function of its route
 //!    group (`handlers::*`), or the legacy v1 API's (`v1`), which calls
-//!    the core and renders Triton's answer.
+//!    the core and renders Triton's answer, or the OpenAI API's
+//!    (`openai`), which renders OpenAI's.
 //!
 //! `entry::handle` runs steps 3–4 for a caller that has a whole request
 //! in hand (tests, benches). `messages` holds the front's own request and
@@ -22,6 +23,7 @@ pub(crate) mod conn;
 mod entry;
 mod handlers;
 mod messages;
+pub mod openai;
 pub mod plan;
 pub(crate) mod request_body;
 pub mod route;
@@ -30,6 +32,7 @@ pub(crate) mod tls;
 pub(crate) mod v1;
 pub(crate) mod write_buffer;
 
+pub(crate) use entry::Routes;
 pub use entry::{answer, handle, plan};
 pub(crate) use messages::{too_large, via, StreamedRest};
 pub use messages::{Answer, HttpRequest, HttpResponse, StreamedResponse};

@@ -5,6 +5,7 @@
 use http::Method;
 
 use crate::config::Group;
+use crate::front::http::openai::route::OpenAiRoute;
 use crate::front::http::v1::route::V1Route;
 
 pub use crate::model::ModelRef;
@@ -54,12 +55,15 @@ pub enum Route {
     Backends,
     /// The legacy v1 API (`[prefix]/api/...`), answered by `front::http::v1`.
     V1(V1Route),
+    /// The OpenAI API (`/v1/...`), answered by `front::http::openai`.
+    OpenAi(OpenAiRoute),
 }
 
 impl Route {
     /// Classifies a raw request target (path and query): the legacy v1 API
-    /// at `/api/...` and under `v1_prefix`, else a v2 route of the path.
-    pub fn classify_target(target: &str, v1_prefix: &str) -> Option<Route> {
+    /// at `/api/...` and under `v1_prefix`, else a v2 route of the path,
+    /// else (only then, and when `openai` is on) the OpenAI API's.
+    pub fn classify_target(target: &str, v1_prefix: &str, openai: bool) -> Option<Route> {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         let v1_path = match path.strip_prefix(v1_prefix) {
             Some(rest) if !v1_prefix.is_empty() && rest.starts_with("/api/") => rest,
@@ -68,7 +72,10 @@ impl Route {
         if let Some(route) = V1Route::classify(v1_path, query) {
             return Some(Route::V1(route));
         }
-        Route::classify(path)
+        match Route::classify(path) {
+            None if openai => OpenAiRoute::classify(path).map(Route::OpenAi),
+            route => route,
+        }
     }
 
     /// Classifies `path` (query already stripped). `None` = 404 Not Found.
@@ -115,6 +122,7 @@ impl Route {
             | Route::Backends => get,
             Route::TraceSetting(_) | Route::Logging => get || post,
             Route::V1(route) => route.allows(method),
+            Route::OpenAi(route) => route.allows(method),
             Route::SystemShm { action, .. } | Route::CudaShm { action, .. } => match action {
                 ShmAction::Status => get,
                 _ => post,
@@ -150,6 +158,7 @@ impl Route {
             Route::CudaShm { .. } => "cuda_shared_memory",
             Route::Backends => "backends",
             Route::V1(_) => "v1",
+            Route::OpenAi(route) => route.name(),
         }
     }
 
@@ -170,6 +179,7 @@ impl Route {
             Route::SystemShm { .. } | Route::CudaShm { .. } => Group::SharedMemory,
             Route::Backends => Group::Admin,
             Route::V1(v1) => v1.group(),
+            Route::OpenAi(route) => route.group(),
         }
     }
 
@@ -191,9 +201,14 @@ impl Route {
         }
     }
 
-    /// `/generate` and `/generate_stream`: long-running, maybe streamed.
+    /// `/generate`, `/generate_stream` and the OpenAI generations:
+    /// long-running, maybe streamed.
     pub fn is_generate(&self) -> bool {
-        matches!(self, Route::Generate(_) | Route::GenerateStream(_))
+        match self {
+            Route::Generate(_) | Route::GenerateStream(_) => true,
+            Route::OpenAi(route) => route.generates(),
+            _ => false,
+        }
     }
 }
 
@@ -345,13 +360,31 @@ mod tests {
     #[test]
     fn v1_paths_with_and_without_the_prefix() {
         let live = Some(Route::V1(V1Route::HealthLive));
-        assert_eq!(Route::classify_target("/api/health/live", ""), live);
-        assert_eq!(Route::classify_target("/api/health/live", "/p"), live);
-        assert_eq!(Route::classify_target("/p/api/health/live", "/p"), live);
-        assert_eq!(Route::classify_target("/p/api/health/live", ""), None);
+        assert_eq!(Route::classify_target("/api/health/live", "", true), live);
+        assert_eq!(Route::classify_target("/api/health/live", "/p", true), live);
         assert_eq!(
-            Route::classify_target("/v2/health/live?x=1", "/p"),
+            Route::classify_target("/p/api/health/live", "/p", true),
+            live
+        );
+        assert_eq!(Route::classify_target("/p/api/health/live", "", true), None);
+        assert_eq!(
+            Route::classify_target("/v2/health/live?x=1", "/p", true),
             Some(Route::HealthLive)
         );
+    }
+
+    #[test]
+    fn openai_paths_only_when_the_front_is_on() {
+        let chat = Some(Route::OpenAi(OpenAiRoute::ChatCompletions));
+        assert_eq!(
+            Route::classify_target("/v1/chat/completions?x", "", true),
+            chat
+        );
+        assert_eq!(
+            Route::classify_target("/v1/chat/completions", "", false),
+            None
+        );
+        assert!(Route::classify_target("/v1/completions", "", true)
+            .is_some_and(|r| r.is_generate() && r.group() == Group::Inference));
     }
 }

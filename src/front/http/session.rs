@@ -19,22 +19,26 @@ use pingora_http::ResponseHeader;
 use crate::app::Gateway;
 use crate::body;
 use crate::error::{Error, Kind};
+use crate::front::http::entry::plan_for;
 use crate::front::http::plan::Plan;
 use crate::front::http::request_body::{pump, read_body, slow_body, BodyError, Counted, Read};
 use crate::front::http::route::Route;
 use crate::front::http::write_buffer;
-use crate::front::http::{answer, plan};
+use crate::front::http::{answer, Routes};
 use crate::front::http::{via, Answer, HttpRequest, HttpResponse, StreamedResponse, StreamedRest};
 
 /// Answers the gateway's routes (every route is answered here; nothing is
 /// proxied raw).
 pub(crate) struct GatewayService {
     gateway: Arc<Gateway>,
+    /// The routes of the listener it serves.
+    routes: Routes,
 }
 
 impl GatewayService {
-    pub(crate) fn new(gateway: Arc<Gateway>) -> GatewayService {
-        GatewayService { gateway }
+    /// The service of a listener that serves `routes`.
+    pub(crate) fn new(gateway: Arc<Gateway>, routes: Routes) -> GatewayService {
+        GatewayService { gateway, routes }
     }
 
     /// The core the requests are answered with.
@@ -72,7 +76,7 @@ impl GatewayService {
         // The plan (route and headers, read once) before the body: it
         // says whether the body streams.
         let mut request = HttpRequest::new(method, path, headers, Bytes::new());
-        let Some(plan) = plan(&self.gateway, &target, &request) else {
+        let Some(plan) = plan_for(&self.gateway, self.routes, &target, &request) else {
             let refusal = HttpResponse::error(&Error::route_not_found());
             return self.write_now(session, refusal, true, shutdown).await;
         };
@@ -221,7 +225,7 @@ impl GatewayService {
         };
         let metrics = self.gateway().metrics();
         metrics.rejected.with_label_values(&[reason]).inc();
-        let refusal = crate::front::http::v1::refusal(self.gateway(), route, &error);
+        let refusal = crate::front::http::entry::refusal(self.gateway(), route, &error);
         self.write_now(session, refusal, true, shutdown).await
     }
 

@@ -4,6 +4,8 @@
 
 pub(crate) mod endpoints;
 pub(crate) mod model_config;
+// pub: the fuzz target fuzz/fuzz_targets/openai.rs drives it.
+pub mod openai;
 pub(crate) mod request;
 pub(crate) mod stream;
 

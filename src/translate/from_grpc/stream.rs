@@ -3,6 +3,7 @@
 //! taken off the response and tells whether more will come; an error
 //! without it was raised before the request was scheduled.
 
+use crate::error::{Error, Kind};
 use crate::model::InferResponse;
 use crate::proto::inference::{infer_parameter::ParameterChoice, ModelStreamInferResponse};
 
@@ -41,6 +42,26 @@ pub(crate) fn stream_item(message: ModelStreamInferResponse, request_id: &[u8]) 
             message: message.error_message,
         },
     }
+}
+
+/// A refusal before scheduling as an error: the stream carries only the
+/// text. The signature was fetched just before, so the model existed: the
+/// core's validation (`INVALID_ARG`) is what remains, unless the model
+/// vanished meanwhile.
+pub(crate) fn refusal(message: &str) -> Error {
+    let kind = if message.starts_with("Request for unknown model") {
+        Kind::NotFound
+    } else {
+        Kind::InvalidArg
+    };
+    Error::new(kind, message)
+}
+
+/// A response the model (or the core, after scheduling) failed, as an
+/// error: gRPC streams carry no code, taken as `UNKNOWN`, the code of the
+/// Python backend's errors (400, as Triton answers them).
+pub(crate) fn failure(message: &str) -> Error {
+    Error::new(Kind::ClientOther(tonic::Code::Unknown), message)
 }
 
 #[cfg(test)]

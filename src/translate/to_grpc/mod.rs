@@ -3,6 +3,8 @@
 
 pub mod endpoints;
 mod infer_fields;
+// pub: the fuzz target fuzz/fuzz_targets/openai.rs drives it.
+pub mod openai;
 pub(crate) mod response;
 
 pub(crate) use infer_fields::model_infer_fields;

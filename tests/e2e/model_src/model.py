@@ -25,6 +25,21 @@ The behaviour is selected by the model config parameter ``kind``:
                  the request was cancelled and, if so, stops and writes the
                  number of tokens sent to the file named by the request
                  parameter ``cancel_marker`` (tests read it).
+* ``vllm``, ``trtllm`` language models for the gateway's OpenAI front, one
+                 per backend convention: the inputs of Triton's vLLM backend
+                 (``text_input``, ``stream``, ``sampling_parameters`` JSON,
+                 ``exclude_input_in_output``, ``return_num_*_tokens``) or of its
+                 TensorRT-LLM backend (``text_input``, ``max_tokens``, ``stream``
+                 and optional sampling inputs, batch shapes). Deterministic:
+                 the prompt's words are the tokens, in order, up to max_tokens;
+                 streamed one response per token (config parameter
+                 ``token_delay_ms`` apart, stopping when cancelled) or whole.
+                 Each response carries ``num_input_tokens`` (the prompt's words)
+                 and ``num_output_tokens`` (its own tokens). A word ``FAIL``
+                 fails the request at that token. The model counts the tokens
+                 it produced and the requests cancelled; the prompt
+                 ``__stats__`` answers them as JSON (one instance: it is
+                 answered after every earlier request has ended).
 
 (The 2.51 Python backend cannot attach response parameters, so no model here
 produces any.)
@@ -55,7 +70,12 @@ class TritonPythonModel:
         self.sums = {}
         policy = self.config.get("model_transaction_policy", {})
         self.decoupled = bool(policy.get("decoupled", False))
-        if self.kind not in ("identity", "add_sub", "accumulate", "repeat", "slow", "tokens"):
+        self.token_delay_s = float(_param(self.config, "token_delay_ms", "0")) / 1000.0
+        self.batching = int(self.config.get("max_batch_size", 0)) > 0
+        self.produced = 0
+        self.cancelled = 0
+        if self.kind not in ("identity", "add_sub", "accumulate", "repeat", "slow", "tokens",
+                             "vllm", "trtllm"):
             raise pb_utils.TritonModelException("unknown model kind " + repr(self.kind))
 
     # -- helpers ---------------------------------------------------------
@@ -183,6 +203,70 @@ class TritonPythonModel:
             if left <= 0:
                 return
             time.sleep(min(left, 0.01))
+
+    # -- language models (the OpenAI front) --------------------------------
+    def _vllm(self, request):
+        params = json.loads(self._llm_text(request, "sampling_parameters") or "{}")
+        self._generate(request, int(params.get("max_tokens", 16)))
+
+    def _trtllm(self, request):
+        limit = pb_utils.get_input_tensor_by_name(request, "max_tokens")
+        self._generate(request, int(limit.as_numpy().reshape(-1)[0]))
+
+    @staticmethod
+    def _llm_text(request, name):
+        tensor = pb_utils.get_input_tensor_by_name(request, name)
+        if tensor is None:
+            return None
+        return tensor.as_numpy().reshape(-1)[0].decode("utf-8")
+
+    @staticmethod
+    def _llm_flag(request, name, default):
+        tensor = pb_utils.get_input_tensor_by_name(request, name)
+        return default if tensor is None else bool(tensor.as_numpy().reshape(-1)[0])
+
+    def _llm_response(self, text, prompt_tokens, tokens):
+        shape = (1, 1) if self.batching else (1,)
+        return pb_utils.InferenceResponse(output_tensors=[
+            pb_utils.Tensor("text_output", np.array([text.encode("utf-8")], dtype=np.object_).reshape(shape)),
+            pb_utils.Tensor("num_input_tokens", np.array([prompt_tokens], dtype=np.uint32).reshape(shape)),
+            pb_utils.Tensor("num_output_tokens", np.array([tokens], dtype=np.uint32).reshape(shape)),
+        ])
+
+    def _generate(self, request, max_tokens):
+        sender = request.get_response_sender()
+        final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        prompt = self._llm_text(request, "text_input")
+        if prompt == "__stats__":
+            stats = json.dumps({"produced": self.produced, "cancelled": self.cancelled})
+            sender.send(self._llm_response(stats, 1, 1), flags=final)
+            return
+        words = prompt.split()
+        tokens = [w if i == 0 else " " + w for i, w in enumerate(words[:max(0, max_tokens)])]
+        echo = "" if self._llm_flag(request, "exclude_input_in_output", True) else prompt
+        if not self._llm_flag(request, "stream", False):
+            if "FAIL" in words[:len(tokens)]:
+                error = pb_utils.TritonError("the model failed at token %d" % words.index("FAIL"))
+                sender.send(pb_utils.InferenceResponse(error=error), flags=final)
+                return
+            self.produced += len(tokens)
+            sender.send(self._llm_response(echo + "".join(tokens), len(words), len(tokens)),
+                        flags=final)
+            return
+        for i, token in enumerate(tokens):
+            if i > 0:
+                self._pause(sender, self.token_delay_s)
+            if sender.is_cancelled():
+                self.cancelled += 1
+                break
+            if token.strip() == "FAIL":
+                error = pb_utils.TritonError("the model failed at token %d" % i)
+                sender.send(pb_utils.InferenceResponse(error=error), flags=final)
+                return
+            text = (echo + token) if i == 0 else token
+            sender.send(self._llm_response(text, len(words), 1))
+            self.produced += 1
+        sender.send(flags=final)
 
     # -- entry point -----------------------------------------------------
     def execute(self, requests):

@@ -12,11 +12,11 @@ use tokio::sync::mpsc;
 use crate::app::door::{self, Aim, StreamReplies};
 use crate::app::{models, Gateway};
 use crate::context::RequestContext;
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Result};
 use crate::front::http::plan::Plan;
 use crate::front::http::route::ModelRef;
 use crate::front::http::{Answer, HttpRequest, HttpResponse, StreamedResponse};
-use crate::translate::from_grpc::stream::{stream_item, StreamItem};
+use crate::translate::from_grpc::stream::{self, stream_item, StreamItem};
 use crate::translate::sequence::request_sequence_key;
 use crate::translate::to_grpc;
 use crate::wire::generate;
@@ -37,15 +37,23 @@ const NOT_ONE_RESPONSE: &str = "generate expects model to produce exactly 1 resp
 /// The upstream side of one generation: its stream (through the door,
 /// which enforces the whole generation's deadline and accounts for its
 /// end) and our own copy of the request's id.
-struct Upstream {
+pub(in crate::front::http) struct Generating {
     replies: StreamReplies,
     request_id: Vec<u8>,
 }
 
-impl Upstream {
+impl Generating {
+    /// The replies of a stream opened for a request of this id.
+    pub(in crate::front::http) fn new(replies: StreamReplies, request_id: Vec<u8>) -> Generating {
+        Generating {
+            replies,
+            request_id,
+        }
+    }
+
     /// The next message; `None` at the end of the stream. A broken stream
     /// or the deadline passing becomes a failed last response.
-    async fn next(&mut self) -> Option<StreamItem> {
+    pub(in crate::front::http) async fn next(&mut self) -> Option<StreamItem> {
         match self.replies.next().await {
             Ok(Some(message)) => Some(stream_item(message, &self.request_id)),
             Ok(None) => None,
@@ -58,7 +66,7 @@ impl Upstream {
 
     /// Lets the upstream end a finished stream itself (a drop before its
     /// end would be seen as a cancellation), for a short while at most.
-    async fn drain(mut self) {
+    pub(in crate::front::http) async fn drain(mut self) {
         let rest = async { while let Ok(Some(_)) = self.replies.next().await {} };
         let _ = tokio::time::timeout(DRAIN_TIME, rest).await;
     }
@@ -140,7 +148,7 @@ async fn open(
     plan: &Plan,
     model: &ModelRef,
     req: &HttpRequest,
-) -> Result<Upstream> {
+) -> Result<Generating> {
     // Routed once: the signature and the stream take one route (a
     // sequence's own, once its key is read).
     let routed = door::route(gateway, ctx, &Aim::of(model))?;
@@ -177,10 +185,7 @@ async fn open(
     let message = to_grpc::model_infer(&request);
     let requests = tokio_stream::once(message);
     let replies = door::open_stream(gateway, ctx, aim, None, requests).await?;
-    Ok(Upstream {
-        replies,
-        request_id: request.id,
-    })
+    Ok(Generating::new(replies, request.id))
 }
 
 /// The HTTP status Triton sends, fixed by the first message (v2 §1.6):
@@ -191,23 +196,9 @@ async fn open(
 fn first_status(first: Option<&StreamItem>) -> Result<u16> {
     match first {
         None | Some(StreamItem::Response { .. }) => Ok(200),
-        Some(StreamItem::Failed { message, .. }) => {
-            Ok(Error::new(Kind::ClientOther(tonic::Code::Unknown), message.clone()).status())
-        }
-        Some(StreamItem::Refused { message }) => Err(refused(message)),
+        Some(StreamItem::Failed { message, .. }) => Ok(stream::failure(message).status()),
+        Some(StreamItem::Refused { message }) => Err(stream::refusal(message)),
     }
-}
-
-/// A refusal's kind: the stream carries only the text. The signature was
-/// fetched just before, so the model existed: the core's validation
-/// (`INVALID_ARG`) is what remains, unless the model vanished meanwhile.
-fn refused(message: &str) -> Error {
-    let kind = if message.starts_with("Request for unknown model") {
-        Kind::NotFound
-    } else {
-        Kind::InvalidArg
-    };
-    Error::new(kind, message)
 }
 
 /// The JSON of one message (a response, or `{"error":...}`), and whether
@@ -226,7 +217,7 @@ fn render(item: StreamItem) -> (Vec<u8>, bool) {
 /// Forwards the rest of the stream as SSE events. Returns — dropping the
 /// upstream stream, which cancels the call (HTTP/2 `RST_STREAM`) — as soon
 /// as the HTTP side is gone, even while the model is between responses.
-async fn pump(mut upstream: Upstream, tx: mpsc::Sender<Bytes>) {
+async fn pump(mut upstream: Generating, tx: mpsc::Sender<Bytes>) {
     loop {
         let item = tokio::select! {
             () = tx.closed() => {

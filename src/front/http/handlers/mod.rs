@@ -7,7 +7,7 @@
 //! [`dispatch`] picks the handler of a route. The legacy v1 routes have
 //! their own (`front::http::v1`).
 
-mod generate;
+pub(super) mod generate;
 mod health;
 mod inference;
 mod metadata;
@@ -71,6 +71,9 @@ pub(crate) async fn dispatch(
         }
         Route::Backends => full(Ok(HttpResponse::json(admin::backends_json(gateway)))),
         Route::V1(_) => Err(Error::internal("v1 routes are answered by front::http::v1")),
+        Route::OpenAi(_) => Err(Error::internal(
+            "OpenAI routes are answered by front::http::openai",
+        )),
     }
 }
 

@@ -17,7 +17,6 @@ use crate::app::v1::{self, next_request_id, started};
 use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::{Error, Kind, Result};
-use crate::front::http::route::Route;
 use crate::front::http::{HttpRequest, HttpResponse};
 use crate::translate::v1::answer;
 use crate::wire::v1::Format;
@@ -159,11 +158,8 @@ fn error_response(error: &Error, server_id: &str, request_id: u64) -> HttpRespon
     }
 }
 
-/// The answer to a request refused before its body was read (size limits):
-/// v1 style for v1 routes, the v2 error otherwise.
-pub(crate) fn refusal(gateway: &Gateway, route: &Route, error: &Error) -> HttpResponse {
-    match route {
-        Route::V1(_) => error_response(error, &gateway.config().v1.server_id, next_request_id()),
-        _ => HttpResponse::error(error),
-    }
+/// A v1 request refused before it was answered (access rules, size
+/// limits), in v1 style.
+pub(crate) fn refusal(gateway: &Gateway, error: &Error) -> HttpResponse {
+    error_response(error, &gateway.config().v1.server_id, next_request_id())
 }

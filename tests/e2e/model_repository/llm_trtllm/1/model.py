@@ -1,0 +1,1 @@
+../../../model_src/model.py
