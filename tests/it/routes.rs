@@ -361,6 +361,23 @@ async fn a_mirror_holds_no_more_than_its_bounds() {
         ),
         1
     );
+    // A stream (`/generate_stream`, one `ModelStreamInfer`) is never
+    // copied: its requests come as the client sends them.
+    let r = post(
+        &gateway,
+        "/v2/models/add_sub/generate_stream",
+        &[],
+        r#"{"INPUT0":[1,2],"INPUT1":[3,4]}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", text(&r));
+    assert_eq!(
+        metric(
+            &gateway,
+            r#"tensorgate_mirror_skipped_total{rule="routes[0]",reason="streamed"}"#
+        ),
+        1
+    );
     assert_eq!(groups.demo("shadow").infer_count(), 0);
 }
 

@@ -111,6 +111,17 @@ pub(super) fn start(
     Some(Shadow { primary, max_bytes })
 }
 
+/// A `ModelStreamInfer` stream on a mirrored route (`/generate`, the
+/// gRPC front's streams, the OpenAI front): never copied — its requests
+/// come as the client sends them and its replies are the client's as
+/// they arrive — and counted, when the share picks it, as skipped
+/// `streamed`, as a streamed body is.
+pub(super) fn stream_skipped(mirror: &Mirror) {
+    if mirror.picks() {
+        mirror.counts.skipped(Skip::Streamed);
+    }
+}
+
 impl Shadow {
     /// The primary call ended with `answer` (`None`: it failed). An answer
     /// above `max_bytes` is not held for the comparison.

@@ -19,7 +19,8 @@
 //! - [`infer`](infer::infer): the gateway's own `ModelInfer` of a checked
 //!   request ([`InferCall`]), its answer collected or tapped as it arrives;
 //! - [`open_stream`](stream::open_stream): a `ModelStreamInfer` stream, one
-//!   relay for HTTP `/generate(_stream)` and the gRPC front's streams;
+//!   relay for HTTP `/generate(_stream)`, the OpenAI front's generations
+//!   and the gRPC front's streams;
 //! - repository load/unload on every backend (`app::fanout`), and the
 //!   pool's state for the fronts' answers (`app::status`).
 

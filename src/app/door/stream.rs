@@ -1,6 +1,7 @@
 //! `ModelStreamInfer` through the door: one stream relay for HTTP
-//! `/generate(_stream)` (the gateway's own stream of one request) and the
-//! gRPC front's `ModelStreamInfer` (a client's stream passed on). The
+//! `/generate(_stream)` and the OpenAI front's generations (the gateway's
+//! own stream of one request) and the gRPC front's `ModelStreamInfer` (a
+//! client's stream passed on). The
 //! stream is routed once, on its first request's model and sequence; its
 //! backend is chosen from it and kept for the stream's life; the stream
 //! is one call of the pool (`upstream::stream`): its end, a failure in the
@@ -9,6 +10,7 @@
 //! the stream toward the upstream and every reply back. A reply of a
 //! version other than the one the stream's first request asked for is
 //! never passed on: it becomes an error reply ([`super::served_version`]).
+//! A stream is never mirrored (counted as skipped, `streamed`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,6 +77,9 @@ where
     S: Stream<Item = ModelInferRequest> + Send + 'static,
 {
     let routed = route(gateway, ctx, &aim)?;
+    if let Some(mirror) = &routed.mirror {
+        super::mirror::stream_skipped(mirror);
+    }
     let renamed = match (aim.model, &routed.upstream_model) {
         (Some(client), Some(upstream)) => Some((upstream.clone(), client.to_string())),
         _ => None,
