@@ -713,6 +713,30 @@ group = "shadow"
     }
 
     #[test]
+    fn the_openai_front_is_a_front_of_its_own() {
+        let routing = routing(&format!(
+            "{GROUPS}\n[upstream]\naddresses = [\"127.0.0.1:4\"]\n\n\
+             [[routes]]\nfront = \"openai\"\nmodels = [\"llama_vllm\"]\ngroup = \"canary\"\n\n\
+             [[routes]]\nfront = \"v1\"\ngroup = \"shadow\"\n"
+        ));
+        let openai = facts(FrontKind::OpenAi);
+        assert_eq!(
+            went(&routing, &openai, "llama_vllm"),
+            ("canary".into(), Some("routes[0]".into()))
+        );
+        // Neither the v2 front nor the legacy v1 API (`/api/...`) is it.
+        assert_eq!(
+            went(&routing, &facts(FrontKind::Http), "llama_vllm").0,
+            "default"
+        );
+        assert_eq!(
+            went(&routing, &facts(FrontKind::V1), "llama_vllm").0,
+            "shadow"
+        );
+        assert_eq!(went(&routing, &openai, "other").0, "default");
+    }
+
+    #[test]
     fn no_rule_and_no_default_is_a_404_naming_the_model() {
         let routing = routing(&format!(
             "{GROUPS}\n[[routes]]\nmodels = [\"add_sub\"]\ngroup = \"stable\"\n"

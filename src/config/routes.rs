@@ -42,6 +42,10 @@ pub enum FrontKind {
     Grpc,
     /// The legacy v1 API, over HTTP (`/api/...`) or gRPC.
     V1,
+    /// The OpenAI-compatible API (`/v1/...`, on the HTTP listener or
+    /// `openai.listen`).
+    #[serde(rename = "openai")]
+    OpenAi,
 }
 
 /// One `[[routes]]` rule: what it matches (every condition given must
@@ -399,6 +403,30 @@ mod tests {
             ModelPattern::Suffix("_large".into())
         );
         assert_eq!(ModelPattern::new("add_sub").exact(), Some("add_sub"));
+    }
+
+    #[test]
+    fn a_rules_front_is_one_of_the_four() {
+        for (written, front) in [
+            ("http", FrontKind::Http),
+            ("grpc", FrontKind::Grpc),
+            ("v1", FrontKind::V1),
+            ("openai", FrontKind::OpenAi),
+        ] {
+            let rule: RouteRule =
+                toml::from_str(&format!("front = \"{written}\"\ngroup = \"g\"")).unwrap();
+            assert_eq!(rule.front, Some(front));
+            assert_eq!(
+                toml::to_string(&rule).unwrap(),
+                format!("front = \"{written}\"\ngroup = \"g\"\n")
+            );
+        }
+        for wrong in ["open_ai", "OpenAI", "rest"] {
+            let refused =
+                toml::from_str::<RouteRule>(&format!("front = \"{wrong}\"\ngroup = \"g\""));
+            let message = refused.unwrap_err().to_string();
+            assert!(message.contains("openai"), "{wrong}: {message}");
+        }
     }
 
     fn rule(group: &str) -> RouteRule {

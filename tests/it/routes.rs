@@ -3,8 +3,9 @@
 //! holds its weights and keeps a client on one side on every replica, a
 //! shadow mirror that changes no answer and judges the shadow, a model
 //! renamed at the edge that never shows its upstream name, the version
-//! asked for being the version served, and a reload that changes weights
-//! under load without losing a request. Each group is a demo upstream on a
+//! asked for being the version served, a reload that changes weights
+//! under load without losing a request, and the OpenAI front routed as a
+//! front of its own. Each group is a demo upstream on a
 //! runtime of its own (so it can be killed); configurations are written
 //! as a user writes them, in TOML.
 
@@ -774,4 +775,122 @@ async fn generate_load_unload_and_v1_follow_the_routes() {
     let r = v1_add_sub(&gateway, "add_sub").await;
     assert_eq!(r.status, 200, "{}", shown(&r));
     assert_eq!(groups.served(&before), "legacy");
+}
+
+/// The `model` of every answer and chunk an OpenAI answer holds, and the
+/// answer's text whole.
+fn openai_models(response: &HttpResponse) -> (Vec<String>, String) {
+    let body = String::from_utf8_lossy(&response.body_bytes()).to_string();
+    let payloads: Vec<&str> = match body.strip_prefix("data: ") {
+        Some(_) => body
+            .split_terminator("\n\n")
+            .filter_map(|e| e.strip_prefix("data: "))
+            .filter(|e| *e != "[DONE]")
+            .collect(),
+        None => vec![body.as_str()],
+    };
+    let models = payloads
+        .iter()
+        .map(|p| {
+            let value: serde_json::Value = serde_json::from_str(p).expect("JSON");
+            value["model"].as_str().unwrap_or_default().to_string()
+        })
+        .collect();
+    (models, body)
+}
+
+#[tokio::test]
+async fn the_openai_front_is_routed_at_the_door_under_its_own_front() {
+    let groups = Groups::start(&["blue", "default", "llm", "shadow"]);
+    // The OpenAI id `chat` is the v2 model `chatbot`; the second rule, for
+    // this front only, sends `chatbot` to the group `llm` as `llm_vllm`,
+    // and would mirror it; the first sends the blue tenant's OpenAI
+    // requests to `blue`.
+    let gateway = groups
+        .gateway(
+            "[openai.models.chat]\nupstream_model = \"chatbot\"\n\n\
+             [[routes]]\nfront = \"openai\"\nheader = { name = \"x-tenant\", value = \"blue\" }\n\
+             group = \"blue\"\n\n\
+             [[routes]]\nname = \"openai-llm\"\nfront = \"openai\"\nmodels = [\"chatbot\"]\n\
+             group = \"llm\"\nupstream_model = \"llm_vllm\"\n\
+             mirror = { group = \"shadow\", percent = 100 }\n",
+        )
+        .await;
+    for stream in [false, true] {
+        let before = groups.counts();
+        let body = serde_json::json!({"model": "chat", "prompt": "a b c", "max_tokens": 3, "stream": stream});
+        let r = post(&gateway, "/v1/completions", &[], &body.to_string()).await;
+        assert_eq!(r.status, 200, "{}", text(&r));
+        assert_eq!(groups.served(&before), "llm", "stream: {stream}");
+        let (models, body) = openai_models(&r);
+        assert!(
+            !models.is_empty() && models.iter().all(|m| m == "chat"),
+            "{body}"
+        );
+        assert!(
+            !body.contains("chatbot") && !body.contains("llm_vllm"),
+            "{body}"
+        );
+    }
+    assert_eq!(
+        groups.demo("llm").last_request().unwrap().model_name,
+        "llm_vllm"
+    );
+    assert_eq!(
+        metric(
+            &gateway,
+            r#"tensorgate_route_calls_total{rule="openai-llm",group="llm",outcome="ok"}"#
+        ),
+        2
+    );
+    // A stream is never mirrored: counted as skipped, nothing sent.
+    assert_eq!(
+        metric(
+            &gateway,
+            r#"tensorgate_mirror_skipped_total{rule="openai-llm",reason="streamed"}"#
+        ),
+        2
+    );
+    assert_eq!(groups.demo("shadow").infer_count(), 0);
+    // The rule is this front's: the v2 front's `chatbot` goes to default,
+    // which has no such model; an OpenAI id no rule names goes there too.
+    let r = post(
+        &gateway,
+        "/v2/models/chatbot/generate",
+        &[],
+        r#"{"text_input":"a"}"#,
+    )
+    .await;
+    assert_eq!(r.status, 404, "{}", text(&r));
+    let before = groups.counts();
+    let body = serde_json::json!({"model": "llm_trtllm", "prompt": "a", "max_tokens": 1});
+    let r = post(&gateway, "/v1/completions", &[], &body.to_string()).await;
+    assert_eq!(r.status, 200, "{}", text(&r));
+    assert_eq!(groups.served(&before), "default");
+    // The headers the rules read are the OpenAI request's too.
+    let before = groups.counts();
+    let tenant = [("x-tenant", "blue")];
+    let r = post(&gateway, "/v1/completions", &tenant, &body.to_string()).await;
+    assert_eq!(r.status, 200, "{}", text(&r));
+    assert_eq!(groups.served(&before), "blue");
+    // The listing names the OpenAI id (and the v2 name the rule takes).
+    let listing = text(&get(&gateway, "/v1/models").await);
+    assert!(
+        listing.contains(r#""id":"chat""#) && listing.contains(r#""id":"chatbot""#),
+        "{listing}"
+    );
+    // An upstream's error quotes its own name of the model: the client
+    // reads the OpenAI id it sent.
+    groups.demo("llm").set_loaded("llm_vllm", false);
+    for stream in [false, true] {
+        let body = serde_json::json!({"model": "chat", "prompt": "a", "stream": stream});
+        let r = post(&gateway, "/v1/completions", &[], &body.to_string()).await;
+        let shown = text(&r);
+        assert!(r.status >= 400, "{shown}");
+        assert!(shown.contains("'chat'"), "{shown}");
+        assert!(
+            !shown.contains("chatbot") && !shown.contains("llm_vllm"),
+            "{shown}"
+        );
+    }
 }

@@ -214,6 +214,7 @@ async fn admitted(
     };
     let front = match route {
         Route::V1(_) => FrontKind::V1,
+        Route::OpenAi(_) => FrontKind::OpenAi,
         _ => FrontKind::Http,
     };
     // The headers the routing rules read, each once (none without rules

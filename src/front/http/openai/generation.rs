@@ -2,7 +2,8 @@
 //! decoded (`wire::openai`), the model resolved (`app::openai`: its name
 //! upstream, convention and template), the chat rendered, the model's
 //! inputs made (`translate::to_grpc::openai`), and one `ModelStreamInfer`
-//! stream opened through the door for the model's name upstream. The
+//! stream opened through the door for the model's v2 name, on the route
+//! its signature took. The
 //! answer is read whole, or streamed event by event (`stream`); each
 //! response's text and token counts come from
 //! `translate::from_grpc::openai`. [`Tally`] keeps the usage, the finish
@@ -92,9 +93,11 @@ async fn opened(
         max_tokens,
     )?;
     let message = to_grpc::model_infer(&request);
-    let aim = Aim::model(&served.upstream);
+    let aim = Aim::model(&served.upstream).on(&served.routed);
     let requests = tokio_stream::once(message);
-    let replies = door::open_stream(gateway, ctx, aim, None, requests).await?;
+    let replies = door::open_stream(gateway, ctx, aim, None, requests)
+        .await
+        .map_err(|e| openai::named_back(e, &served.upstream, &generation.model))?;
     Ok(Opened {
         upstream: Generating::new(replies, request.id),
         answering: Answering {
@@ -103,7 +106,12 @@ async fn opened(
             created: super::now_seconds(),
             model: generation.model.clone(),
         },
-        tally: Tally::new(gateway.metrics(), &generation.model, max_tokens, started),
+        tally: Tally::new(
+            gateway.metrics(),
+            (&generation.model, &served.upstream),
+            max_tokens,
+            started,
+        ),
         include_usage: generation.include_usage,
     })
 }
@@ -166,7 +174,10 @@ pub(super) enum Taken {
 /// The usage, finish reason and metrics of one generation, kept as its
 /// responses arrive.
 pub(super) struct Tally {
+    /// The OpenAI model id, as the client called it.
     model: String,
+    /// Its v2 name, which an upstream's failure text may quote.
+    upstream: String,
     /// The model's two latency series, looked up once, not per token.
     first_token: Histogram,
     inter_token: Histogram,
@@ -180,10 +191,16 @@ pub(super) struct Tally {
 }
 
 impl Tally {
-    fn new(metrics: &Metrics, model: &str, max_tokens: u32, started: Instant) -> Tally {
+    fn new(
+        metrics: &Metrics,
+        (model, upstream): (&str, &str),
+        max_tokens: u32,
+        started: Instant,
+    ) -> Tally {
         let llm = &metrics.llm;
         Tally {
             model: model.to_string(),
+            upstream: upstream.to_string(),
             first_token: llm.first_token_seconds.with_label_values(&[model]),
             inter_token: llm.inter_token_seconds.with_label_values(&[model]),
             max_tokens,
@@ -195,13 +212,17 @@ impl Tally {
     }
 
     /// Takes one message: a response's piece counted (time to first
-    /// token, inter-token time), a failed or refused one as its error.
+    /// token, inter-token time), a failed or refused one as its error
+    /// (naming the OpenAI id).
     pub(super) fn take(&mut self, item: Option<StreamItem>) -> Result<Taken> {
+        let named = |error| openai::named_back(error, &self.upstream, &self.model);
         let (response, last) = match item {
             None => return Ok(Taken::End),
             Some(StreamItem::Response { response, last }) => (response, last),
-            Some(StreamItem::Failed { message, .. }) => return Err(stream::failure(&message)),
-            Some(StreamItem::Refused { message }) => return Err(stream::refusal(&message)),
+            Some(StreamItem::Failed { message, .. }) => {
+                return Err(named(stream::failure(&message)))
+            }
+            Some(StreamItem::Refused { message }) => return Err(named(stream::refusal(&message))),
         };
         let piece = piece(&response)?;
         if !piece.text.is_empty() {
