@@ -15,6 +15,9 @@ groups and routes, read top to bottom as a platform team's rollout:
 * A model renamed at the edge (``echo`` -> B's ``identity_fp32_v2``) never
   shows its upstream name to the HTTP, gRPC or v1 client.
 * A SIGHUP that moves the weights from A to B under load loses nothing.
+* The OpenAI front (the ``openai`` SDK) is routed as ``front = "openai"``
+  on the v2 name its model id translates to; a route's rename of it to A's
+  ``llm_vllm`` never shows, and its streams are never mirrored (counted).
 """
 
 import json
@@ -27,6 +30,7 @@ import urllib.error
 import urllib.request
 
 import numpy as np
+import openai
 import pytest
 import tritonclient.grpc as grpcclient
 
@@ -84,7 +88,7 @@ def canary_repository(tmpdir):
 def tritons(e2e_tmpdir):
     if c.selftest_mode():
         pytest.skip("routes need the gateway")
-    stable = c.launch_triton(e2e_tmpdir, "triton-stable", ["add_sub", "identity_fp32"])
+    stable = c.launch_triton(e2e_tmpdir, "triton-stable", ["add_sub", "identity_fp32", "llm_vllm"])
     canary = c.launch_triton(e2e_tmpdir, "triton-canary", ["add_sub", "identity_fp32_v2"],
                              repository=canary_repository(e2e_tmpdir))
     try:
@@ -301,3 +305,33 @@ def test_a_sighup_moves_the_weights_under_load_and_loses_nothing(tritons, gatewa
     assert answered == sides["stable"] + sides["canary"]
     _, view = call(gw.base, "/v2/tensorgate/backends")
     assert json.loads(view)["routes"][0]["split"] == {"canary": 100, "stable": 0}
+
+
+def test_the_openai_front_is_routed_as_a_front_of_its_own(tritons, gateways):
+    # The OpenAI id "helper" is the v2 model "assistant"; the rule, for the
+    # OpenAI front only, sends "assistant" to A as its llm_vllm and would
+    # mirror it to B. No default group: nothing else is routed anywhere.
+    gw = gateways("tensorgate-openai-routes", groups_toml(tritons)
+                  + '[openai.models.helper]\nupstream_model = "assistant"\n\n'
+                  '[[routes]]\nname = "openai-assistant"\nfront = "openai"\nmodels = ["assistant"]\n'
+                  'group = "stable"\nupstream_model = "llm_vllm"\n'
+                  'mirror = { group = "canary", percent = 100 }\n')
+    client = openai.OpenAI(base_url=gw.base + "/v1", api_key="unused", max_retries=0)
+    answer = client.completions.create(model="helper", prompt="a b c", max_tokens=3)
+    assert (answer.model, answer.choices[0].text) == ("helper", "a b c")
+    chunks = list(client.completions.create(model="helper", prompt="d e", max_tokens=2, stream=True))
+    assert chunks and {chunk.model for chunk in chunks} == {"helper"}
+    assert "".join(chunk.choices[0].text for chunk in chunks if chunk.choices) == "d e"
+    assert gw.metric('tensorgate_route_calls_total{rule="openai-assistant",group="stable",outcome="ok"}') == 2
+    # Streams are never mirrored: counted as skipped, nothing sent to B.
+    assert gw.metric('tensorgate_mirror_skipped_total{rule="openai-assistant",reason="streamed"}') == 2
+    for outcome in ("ok", "error"):
+        assert gw.metric('tensorgate_mirror_calls_total{rule="openai-assistant",group="canary",outcome="%s"}'
+                         % outcome) == 0
+    # The rule is the OpenAI front's: the v2 front's "assistant" matches none.
+    status, body = call(gw.base, "/v2/models/assistant/generate", json.dumps({"text_input": "a"}).encode())
+    assert (status, json.loads(body)) == (404, {"error": "no route matches model 'assistant'"})
+    # An OpenAI id no rule takes: OpenAI's 404, naming what the client sent.
+    with pytest.raises(openai.NotFoundError) as refused:
+        client.completions.create(model="nobody", prompt="a")
+    assert "'nobody'" in str(refused.value)
