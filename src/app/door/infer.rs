@@ -16,7 +16,6 @@ use bytes::Bytes;
 use super::mirror::{self, Held};
 use super::{answer_named, error_named_back};
 use crate::app::routing::Routed;
-use crate::app::Gateway;
 use crate::body::BodyRest;
 use crate::context::RequestContext;
 use crate::error::Result;
@@ -31,8 +30,9 @@ use crate::upstream::Target;
 
 /// One `ModelInfer` call of a checked request.
 pub(crate) struct InferCall<'r> {
-    /// Its route: the group, and the model's name there.
-    routed: Routed,
+    /// Its route: the group, and the model's name there. Borrowed, as the
+    /// request is, until the call outlives it ([`InferCall::into_owned`]).
+    routed: Cow<'r, Routed>,
     /// The model, by its name in the group: only backends serving it.
     model: Cow<'r, str>,
     /// The model as the client named it, and the version it asked for.
@@ -66,7 +66,7 @@ impl<'r> InferCall<'r> {
     pub(crate) fn new(
         request: &'r InferRequest,
         rest: Option<BodyRest>,
-        routed: &Routed,
+        routed: &'r Routed,
     ) -> InferCall<'r> {
         let model = match &routed.upstream_model {
             Some(upstream) => Cow::Owned(upstream.to_string()),
@@ -74,7 +74,7 @@ impl<'r> InferCall<'r> {
         };
         InferCall {
             fields: to_grpc::model_infer_fields(request, &model),
-            routed: routed.clone(),
+            routed: Cow::Borrowed(routed),
             model,
             client: Cow::Borrowed(&request.model_name),
             asked: Cow::Borrowed(&request.model_version),
@@ -98,7 +98,7 @@ impl<'r> InferCall<'r> {
     /// The call on its own, for a task that outlives the request.
     pub(crate) fn into_owned(self) -> InferCall<'static> {
         InferCall {
-            routed: self.routed,
+            routed: Cow::Owned(self.routed.into_owned()),
             model: Cow::Owned(self.model.into_owned()),
             client: Cow::Owned(self.client.into_owned()),
             asked: Cow::Owned(self.asked.into_owned()),
@@ -118,12 +118,7 @@ impl<'r> InferCall<'r> {
 /// from its rest as they arrive: a body that broke off, ran short or ran
 /// long fails the call (the upstream's stream is reset before the message
 /// completes). A route's mirror gets its copy here (`mirror`).
-pub(crate) async fn infer(
-    gateway: &Gateway,
-    ctx: &RequestContext,
-    call: InferCall<'_>,
-) -> Result<ModelInferResponse> {
-    let _ = gateway;
+pub(crate) async fn infer(ctx: &RequestContext, call: InferCall<'_>) -> Result<ModelInferResponse> {
     let InferCall {
         routed,
         model,
@@ -157,9 +152,10 @@ pub(crate) async fn infer(
         model: Some(&model),
         sequence: sequence.as_deref(),
     };
-    let started = std::time::Instant::now();
+    // Timed only for a rule's counts (no clock read without rules).
+    let started = routed.counts.as_ref().map(|_| std::time::Instant::now());
     let reply = model_infer(pool, ctx, target, encoded.map(|e| e.tapped(tap))).await;
-    if let Some(counts) = &routed.counts {
+    if let (Some(counts), Some(started)) = (&routed.counts, started) {
         counts.record(reply.is_ok(), Some(started.elapsed()));
     }
     if let Some(shadow) = shadow {

@@ -149,7 +149,7 @@ pub(crate) fn rewrites(routed: &Routed) -> bool {
 /// Some routing rule is in force: a front reads what the rules match on
 /// only then.
 pub(crate) fn has_rules(gateway: &Gateway) -> bool {
-    gateway.routing().has_rules()
+    gateway.has_rules()
 }
 
 /// An inference answer made the client's (of `request`, routed by

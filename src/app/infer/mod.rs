@@ -141,16 +141,16 @@ pub(crate) async fn infer<D: Decoder>(
         };
     // A shared-memory output is not binary: such a request never streams.
     if let Some(rest) = rest.as_ref().filter(|_| streams && held.no_outputs()) {
-        return match streamed::call(gateway, ctx, request, rest.clone(), &routed).await {
+        return match streamed::call(ctx, request, rest.clone(), &routed).await {
             Ok(inferred) => Ok((inferred, kept)),
             Err((request, error)) => Err(worded(&request, error)),
         };
     }
     let response = match held.no_outputs() {
-        true => collected(gateway, ctx, &request, rest.as_ref(), &routed).await,
+        true => collected(ctx, &request, rest.as_ref(), &routed).await,
         false => {
             let rest = rest.as_ref();
-            crate::app::shm::call_into(gateway, ctx, &request, rest, &routed, held).await
+            crate::app::shm::call_into(ctx, &request, rest, &routed, held).await
         }
     };
     let response = response.map_err(|error| worded(&request, error))?;
@@ -163,13 +163,12 @@ pub(crate) async fn infer<D: Decoder>(
 /// assembled (`from_grpc::answer`). Streamed inputs are sent from `rest`
 /// as they arrive.
 async fn collected(
-    gateway: &Gateway,
     ctx: &RequestContext,
     request: &InferRequest,
     rest: Option<&BodyRest>,
     routed: &Routed,
 ) -> Result<InferResponse> {
     let call = InferCall::new(request, rest.cloned(), routed);
-    let reply = door::infer(gateway, ctx, call).await?;
+    let reply = door::infer(ctx, call).await?;
     from_grpc::answer(reply, None, request)
 }

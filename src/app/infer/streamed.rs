@@ -16,7 +16,6 @@ use tokio::sync::mpsc;
 use super::Inferred;
 use crate::app::door::{self, InferCall};
 use crate::app::routing::Routed;
-use crate::app::Gateway;
 use crate::body::BodyRest;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
@@ -47,14 +46,13 @@ pub(crate) struct Streaming {
 /// with its outputs streamed when they can be. A failure before the head
 /// comes back with the request, for the front's words.
 pub(super) async fn call(
-    gateway: &std::sync::Arc<Gateway>,
     ctx: &RequestContext,
     mut request: InferRequest,
     rest: BodyRest,
     routed: &Routed,
 ) -> std::result::Result<Inferred, (InferRequest, Error)> {
     let (tap, mut tapped) = reply::tap();
-    spawn_call(gateway, ctx, &request, rest, routed, tap);
+    spawn_call(ctx, &request, rest, routed, tap);
     let (response, raw_follow) = match tapped.recv().await {
         Some(Tapped::Head {
             mut response,
@@ -109,21 +107,19 @@ async fn answer(
 /// `ModelInfer` for `request` in a task of its own (the answer outlives
 /// the request's own task), its raw outputs into `tap`, its end last.
 fn spawn_call(
-    gateway: &std::sync::Arc<Gateway>,
     ctx: &RequestContext,
     request: &InferRequest,
     rest: BodyRest,
     routed: &Routed,
     tap: ReplyTap,
 ) {
-    let gateway = gateway.clone();
     // The same context: the access log sees the call's backend and time.
     let ctx = ctx.clone();
     let call = InferCall::new(request, Some(rest), routed)
         .tapped(tap.clone())
         .into_owned();
     tokio::spawn(async move {
-        let sent = door::infer(&gateway, &ctx, call).await;
+        let sent = door::infer(&ctx, call).await;
         tap.end(sent.map(drop)).await;
     });
 }

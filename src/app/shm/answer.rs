@@ -16,7 +16,6 @@ use tokio::sync::mpsc;
 use super::{on_blocking_pool, Held, Lease, OFF_THREAD_BYTES};
 use crate::app::door::{self, InferCall};
 use crate::app::routing::Routed;
-use crate::app::Gateway;
 use crate::body::BodyRest;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
@@ -30,7 +29,6 @@ use crate::upstream::reply::{self, ended_without_answer, join, Tapped};
 /// the regions when it returns, and the answer lists them with empty
 /// `data`.
 pub(crate) async fn call_into(
-    gateway: &Gateway,
     ctx: &RequestContext,
     request: &InferRequest,
     rest: Option<&BodyRest>,
@@ -40,7 +38,7 @@ pub(crate) async fn call_into(
     let (tap, tapped) = reply::tap();
     let call = InferCall::new(request, rest.cloned(), routed).tapped(tap.clone());
     let sending = async {
-        let sent = door::infer(gateway, ctx, call).await;
+        let sent = door::infer(ctx, call).await;
         tap.end(sent.as_ref().map(drop).map_err(Error::clone)).await;
         sent
     };

@@ -2,7 +2,6 @@
 //! global limits: `app::guard`) applied to a gRPC call, and the context
 //! of a call admitted ([`call_context`]: what the routes read of it).
 
-use bytes::Bytes;
 use tonic::metadata::MetadataMap;
 
 use crate::app::guard::{bearer, Permit};
@@ -52,10 +51,8 @@ pub(super) fn call_context(
     permit: &Permit,
     front: FrontKind,
 ) -> RequestContext {
-    let headers = gateway.route_headers(|name| {
-        let value = metadata.get(name)?;
-        Some(Bytes::copy_from_slice(value.as_bytes()))
-    });
+    let headers =
+        gateway.route_headers(|name| super::metadata::route_value(metadata.as_ref(), name));
     RequestContext::untraced().with_facts(RouteFacts {
         headers,
         key_name: permit.key_name().cloned(),

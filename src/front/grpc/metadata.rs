@@ -73,6 +73,16 @@ pub(super) fn returned(metadata: MetadataMap) -> MetadataMap {
     MetadataMap::from_headers(kept(metadata.as_ref(), &[]))
 }
 
+/// The value of the metadata key `name` (lower-case, as the routes keep
+/// their header names) for the routes (`Gateway::route_headers`). A walk
+/// over the call's few keys: `HeaderMap::get` with a `&str` first parses
+/// and hashes the name, ~370 instructions a lookup against ~100
+/// (docs/performance.md, the routes' cost).
+pub(super) fn route_value(headers: &HeaderMap, name: &str) -> Option<bytes::Bytes> {
+    let (_, value) = headers.iter().find(|(key, _)| key.as_str() == name)?;
+    Some(bytes::Bytes::copy_from_slice(value.as_bytes()))
+}
+
 /// A relayed reply's head for the client: the upstream's custom metadata
 /// and the gRPC headers that describe the relayed body (`RELAYED`).
 pub(super) fn relayed_head(headers: &HeaderMap) -> HeaderMap {

@@ -238,12 +238,11 @@ impl Large {
         let headers = &self.parts.headers;
         let facts = match door::has_rules(gateway) {
             true => {
-                let credential = headers.get("authorization").map(|v| v.as_bytes());
+                let credential = headers
+                    .get(http::header::AUTHORIZATION)
+                    .map(|v| v.as_bytes());
                 RouteFacts {
-                    headers: gateway.route_headers(|name| {
-                        let value = headers.get(name)?;
-                        Some(Bytes::copy_from_slice(value.as_bytes()))
-                    }),
+                    headers: gateway.route_headers(|name| metadata::route_value(headers, name)),
                     key_name: gateway.guard().key_name(bearer(credential)),
                     ..RouteFacts::of(FrontKind::Grpc)
                 }
