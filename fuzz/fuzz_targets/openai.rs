@@ -133,12 +133,7 @@ fn requests(endpoint: Endpoint, body: &[u8]) {
             }
         }
     }
-    let answering = Answering {
-        endpoint,
-        id: "cmpl-0".into(),
-        created: 0,
-        model: generation.model.clone(),
-    };
+    let answering = Answering::new(endpoint, "cmpl-0".into(), 0, generation.model.clone());
     let usage = Some(Usage::new(1, 2));
     assert!(json_parses(&answering.whole(&prompt, "stop", usage)));
     for event in [

@@ -38,6 +38,11 @@ pub struct Answering {
     pub id: String,
     pub created: u64,
     pub model: String,
+    /// A chunk's JSON up to its choices (`{"id":…,"choices":`), the same
+    /// for every event of the stream: written once, at its first chunk.
+    /// Escaping the id and the model anew for every event was ~2k of the
+    /// ~30k instructions a relayed event costs (docs/performance.md).
+    head: std::sync::OnceLock<Vec<u8>>,
 }
 
 #[derive(Serialize)]
@@ -110,6 +115,16 @@ struct Message<'a> {
 }
 
 impl Answering {
+    pub fn new(endpoint: Endpoint, id: String, created: u64, model: String) -> Answering {
+        Answering {
+            endpoint,
+            id,
+            created,
+            model,
+            head: std::sync::OnceLock::new(),
+        }
+    }
+
     /// The whole answer of a request that did not stream.
     pub fn whole(&self, text: &str, finish: &str, usage: Option<Usage>) -> Vec<u8> {
         let choice = match self.endpoint {
@@ -160,16 +175,50 @@ impl Answering {
         self.event(&[], usage)
     }
 
+    /// `data: <chunk>\n\n`, written in one buffer: the stream's cached
+    /// head, then the choices and the usage as `Chunk` would write them
+    /// (the same bytes: `tests::a_chunk_is_written_as_its_struct_would_be`).
     fn event(&self, choices: &[Choice<'_>], usage: Absent<Usage>) -> Bytes {
-        let chunk = Chunk {
+        let head = self.head.get_or_init(|| self.chunk_head());
+        let mut out = Vec::with_capacity(head.len() + 128);
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(head);
+        let written = serde_json::to_writer(&mut out, choices).and_then(|()| {
+            if !usage.is_absent() {
+                out.extend_from_slice(b",\"usage\":");
+                serde_json::to_writer(&mut out, &usage)?;
+            }
+            Ok(())
+        });
+        if written.is_err() {
+            // Borrowed strings and numbers only: serde_json cannot fail on
+            // them; should it, the event is the whole struct's.
+            return sse_event(
+                &serde_json::to_vec(&self.as_chunk(choices, usage)).unwrap_or_default(),
+            );
+        }
+        out.extend_from_slice(b"}\n\n");
+        Bytes::from(out)
+    }
+
+    /// The chunk as one struct: what [`Answering::event`]'s bytes must equal.
+    fn as_chunk<'a>(&'a self, choices: &'a [Choice<'a>], usage: Absent<Usage>) -> Chunk<'a> {
+        Chunk {
             id: &self.id,
             object: self.object(true),
             created: self.created,
             model: &self.model,
             choices,
             usage,
-        };
-        sse_event(&serde_json::to_vec(&chunk).unwrap_or_default())
+        }
+    }
+
+    /// `{"id":…,"object":…,"created":…,"model":…,"choices":`: the chunk's
+    /// JSON with no choices and no usage, cut before its `[]}`.
+    fn chunk_head(&self) -> Vec<u8> {
+        let mut head = serde_json::to_vec(&self.as_chunk(&[], Absent::Left)).unwrap_or_default();
+        head.truncate(head.len().saturating_sub(b"[]}".len()));
+        head
     }
 
     fn choice<'a>(
@@ -250,11 +299,42 @@ mod tests {
     use serde_json::{json, Value};
 
     fn answering(endpoint: Endpoint) -> Answering {
-        Answering {
-            endpoint,
-            id: "cmpl-1".into(),
-            created: 7,
-            model: "m".into(),
+        Answering::new(endpoint, "cmpl-1".into(), 7, "m".into())
+    }
+
+    #[test]
+    fn a_chunk_is_written_as_its_struct_would_be() {
+        for endpoint in [Endpoint::Chat, Endpoint::Completions] {
+            let a = Answering::new(endpoint, "id \"1\"\u{1}".into(), 42, "m/\\é".into());
+            for text in ["", "a", "\"quoted\"\n\u{7f}é"] {
+                for (first, finish) in [(true, None), (false, None), (false, Some("length"))] {
+                    for usage_null in [false, true] {
+                        let got = a.chunk(text, first, finish, usage_null);
+                        let usage = if usage_null {
+                            Absent::Null
+                        } else {
+                            Absent::Left
+                        };
+                        let choice = match endpoint {
+                            Endpoint::Completions => a.choice(Some(text), None, finish),
+                            Endpoint::Chat => a.choice(
+                                None,
+                                Some(Message {
+                                    role: first.then_some("assistant"),
+                                    content: (first || !text.is_empty()).then_some(text),
+                                }),
+                                finish,
+                            ),
+                        };
+                        let want = serde_json::to_vec(&a.as_chunk(&[choice], usage)).unwrap();
+                        assert_eq!(got, sse_event(&want), "{endpoint:?} {text:?} {first}");
+                    }
+                }
+            }
+            let got = a.usage_chunk(Some(Usage::new(1, 2)));
+            let want =
+                serde_json::to_vec(&a.as_chunk(&[], Absent::Value(Usage::new(1, 2)))).unwrap();
+            assert_eq!(got, sse_event(&want));
         }
     }
 

@@ -100,12 +100,12 @@ async fn opened(
         .map_err(|e| openai::named_back(e, &served.upstream, &generation.model))?;
     Ok(Opened {
         upstream: Generating::new(replies, request.id),
-        answering: Answering {
-            endpoint: generation.endpoint,
-            id: answer_id(generation.endpoint),
-            created: super::now_seconds(),
-            model: generation.model.clone(),
-        },
+        answering: Answering::new(
+            generation.endpoint,
+            answer_id(generation.endpoint),
+            super::now_seconds(),
+            generation.model.clone(),
+        ),
         tally: Tally::new(
             gateway.metrics(),
             (&generation.model, &served.upstream),
