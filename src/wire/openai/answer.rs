@@ -8,6 +8,7 @@ use bytes::Bytes;
 use serde::Serialize;
 
 use super::Endpoint;
+use crate::wire::generate::sse_event;
 
 /// The last event of every stream.
 pub const DONE: &[u8] = b"data: [DONE]\n\n";
@@ -244,15 +245,6 @@ impl Answering {
             (Endpoint::Chat, true) => "chat.completion.chunk",
         }
     }
-}
-
-/// `data: <json>\n\n`.
-pub fn sse_event(json: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(json.len() + 8);
-    out.extend_from_slice(b"data: ");
-    out.extend_from_slice(json);
-    out.extend_from_slice(b"\n\n");
-    Bytes::from(out)
 }
 
 #[derive(Serialize)]

@@ -9,5 +9,5 @@
 pub mod answer;
 pub mod request;
 
-pub use answer::{sse_event, Answering, Usage, DONE};
+pub use answer::{Answering, Usage, DONE};
 pub use request::{decode, Endpoint, Generation, Prompt};

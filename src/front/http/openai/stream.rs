@@ -16,7 +16,8 @@ use crate::app::Gateway;
 use crate::error::Result;
 use crate::front::http::{Answer, StreamedResponse};
 use crate::metrics::Metrics;
-use crate::wire::openai::{sse_event, DONE};
+use crate::wire::generate::sse_event;
+use crate::wire::openai::DONE;
 
 /// Events buffered between the upstream reader and the HTTP writer: past
 /// it the reader waits for the client (backpressure, as `/generate_stream`).
