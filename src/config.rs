@@ -9,12 +9,14 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+mod admission;
 mod auth;
 mod connections;
 mod generate;
 mod openai;
 mod routes;
 mod shared_memory;
+pub use admission::Admission;
 pub(crate) use auth::SECRET_SHOWN;
 pub use auth::{ApiKey, Auth, Group, RestrictedApi};
 pub use connections::Connections;
@@ -232,6 +234,9 @@ pub struct Upstream {
     pub max_attempts: usize,
     pub health: Health,
     pub tls: UpstreamTls,
+    /// How many inference calls the group takes at once, the queue
+    /// beyond, priorities and deadlines (`[upstream.admission]`).
+    pub admission: Admission,
 }
 
 /// How a backend is chosen for a request without a sequence.
@@ -335,6 +340,7 @@ impl Default for Upstream {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             health: Health::default(),
             tls: UpstreamTls::default(),
+            admission: Admission::default(),
         }
     }
 }
@@ -422,7 +428,7 @@ impl Upstream {
         ];
         match positive.iter().find(|(_, v)| *v == 0) {
             Some((name, _)) => Err(format!("{table}.{name} must be greater than 0")),
-            None => Ok(()),
+            None => self.admission.validate(table),
         }
     }
 }

@@ -39,7 +39,9 @@ pub enum Kind {
     Forbidden,
     /// The client's rate or concurrency limit (adds `Retry-After`).
     TooManyRequests,
-    /// The gateway's global in-flight cap (adds `Retry-After`).
+    /// The gateway's global in-flight cap, or an upstream group's
+    /// admission control (`app::admission`: its queue full, its wait or
+    /// the request's deadline passed); adds `Retry-After`.
     Overloaded,
     /// The client did not send its body in time (`limits.body_timeout_ms`),
     /// or its request head (`connections.header_timeout_ms`).

@@ -51,6 +51,15 @@ pub struct Metrics {
     /// The OpenAI front's generations, by model (a name the upstream
     /// knows: only recorded once the model resolved).
     pub llm: LlmMetrics,
+    /// Admission control, per group (`app::admission`): calls by outcome
+    /// (admitted, or refused: full, displaced, timeout, deadline) and
+    /// priority class (high, default, low: the level against the group's
+    /// default); the waits of queued calls; waiting, in flight, the limit.
+    pub admission_calls: IntCounterVec,
+    pub admission_wait: HistogramVec,
+    pub admission_queued: IntGaugeVec,
+    pub admission_in_flight: IntGaugeVec,
+    pub admission_limit: IntGaugeVec,
     inflight: IntGaugeVec,
     backend_up: IntGaugeVec,
     backend_inflight: IntGaugeVec,
@@ -117,6 +126,11 @@ impl Metrics {
             mirror_calls: counter("tensorgate_mirror_calls_total", "Mirror calls sent, by routing rule, mirror group and outcome (ok, error).", &["rule", "group", "outcome"]),
             mirror_skipped: counter("tensorgate_mirror_skipped_total", "Requests a rule's mirror would have copied but did not, by reason (size, inflight, streamed, shared_memory).", &["rule", "reason"]),
             mirror_agreement: counter("tensorgate_mirror_agreement_total", "Mirrored inferences by verdict: agree (outputs equal, or within the mirror's tolerance), differ, uncompared (either call failed, or the answer was over max_bytes).", &["rule", "verdict"]),
+            admission_calls: counter("tensorgate_admission_total", "Inference calls through a group's admission control, by group, outcome (admitted; refused: full, displaced, timeout, deadline) and priority class (high, default, low).", &["group", "outcome", "priority"]),
+            admission_wait: histogram("tensorgate_admission_wait_seconds", "Time calls waited in a group's admission queue (admitted or refused after a wait), by group.", &["group"]),
+            admission_queued: gauge("tensorgate_admission_queue_length", "Calls waiting in a group's admission queue.", &["group"]),
+            admission_in_flight: gauge("tensorgate_admission_in_flight", "Calls holding a slot of a group's admission control.", &["group"]),
+            admission_limit: gauge("tensorgate_admission_limit", "The limit of a group's admission control now (the adaptive limit's current value).", &["group"]),
             registry,
         }
     }
@@ -135,14 +149,30 @@ impl Metrics {
     pub fn render<'a>(
         &self,
         backends: impl IntoIterator<Item = BackendGauge<'a>>,
-        groups: impl IntoIterator<Item = (&'a str, usize)>,
+        groups: impl IntoIterator<Item = GroupGauge<'a>>,
         inflight_http: usize,
     ) -> Vec<u8> {
         self.group_usable.reset();
-        for (group, usable) in groups {
+        for vec in [
+            &self.admission_queued,
+            &self.admission_in_flight,
+            &self.admission_limit,
+        ] {
+            vec.reset();
+        }
+        for group in groups {
             self.group_usable
-                .with_label_values(&[group])
-                .set(usable as i64);
+                .with_label_values(&[group.name])
+                .set(group.usable as i64);
+            if let Some(gate) = group.admission {
+                for (vec, value) in [
+                    (&self.admission_queued, gate.waiting),
+                    (&self.admission_in_flight, gate.in_flight),
+                    (&self.admission_limit, gate.limit),
+                ] {
+                    vec.with_label_values(&[group.name]).set(value as i64);
+                }
+            }
         }
         self.inflight
             .with_label_values(&["http"])
@@ -169,6 +199,21 @@ pub struct LlmMetrics {
     pub inter_token_seconds: HistogramVec,
     pub output_tokens: IntCounterVec,
     pub generations: IntCounterVec,
+}
+
+/// One group's gauges at scrape time: its usable backends, and its
+/// admission control's state (`None`: off).
+pub struct GroupGauge<'a> {
+    pub name: &'a str,
+    pub usable: usize,
+    pub admission: Option<AdmissionGauge>,
+}
+
+/// A group's admission control at scrape time.
+pub struct AdmissionGauge {
+    pub waiting: usize,
+    pub in_flight: usize,
+    pub limit: usize,
 }
 
 /// One backend's gauges at scrape time (read from the pool by the core).

@@ -7,6 +7,7 @@
 //! methods outside `app`: `tests/it/layering.rs`); the fronts translate to
 //! and from it.
 
+pub(crate) mod admission;
 pub(crate) mod door;
 pub(crate) mod fanout;
 pub(crate) mod guard;
@@ -45,9 +46,11 @@ pub struct Gateway {
     /// The groups and routes in force (replaced whole by a reload; a call
     /// keeps the group it was routed to).
     routing: std::sync::RwLock<Arc<Routing>>,
-    /// Some rule of [`Gateway::routing`]'s is in force (kept with it): the
-    /// fronts ask this of every request, and without rules nothing more
-    /// (~150 instructions a request saved, docs/performance.md).
+    /// Some rule of [`Gateway::routing`]'s is in force, or some group's
+    /// admission reads a header (`Routing::reads_requests`, kept with
+    /// it): the fronts ask this of every request, and without either
+    /// nothing more (~150 instructions a request saved,
+    /// docs/performance.md).
     has_rules: std::sync::atomic::AtomicBool,
     inflight: Arc<Inflight>,
     metrics: Arc<Metrics>,
@@ -77,7 +80,7 @@ impl Gateway {
         let metrics = Arc::new(Metrics::new());
         let routing = Routing::new(&config, None, &metrics);
         Ok(Gateway {
-            has_rules: routing.has_rules().into(),
+            has_rules: routing.reads_requests().into(),
             routing: std::sync::RwLock::new(Arc::new(routing)),
             guard: std::sync::RwLock::new(Arc::new(Guard::new(&config.auth, &config.limits))),
             reload_source: std::sync::OnceLock::new(),
@@ -184,7 +187,8 @@ impl Gateway {
             .clone()
     }
 
-    /// Some routing rule is in force.
+    /// The routes read requests: some rule is in force, or some group's
+    /// admission reads a header.
     pub(in crate::app) fn has_rules(&self) -> bool {
         self.has_rules.load(Ordering::Relaxed)
     }
@@ -254,7 +258,8 @@ impl Gateway {
             });
         }
         let mut in_force = self.routing.write().unwrap_or_else(|e| e.into_inner());
-        self.has_rules.store(routing.has_rules(), Ordering::Relaxed);
+        self.has_rules
+            .store(routing.reads_requests(), Ordering::Relaxed);
         *in_force = routing;
         drop(in_force);
         let guard = Guard::new(&new.auth, &new.limits);
@@ -308,11 +313,19 @@ impl Gateway {
             up: b.usable(),
             inflight: b.inflight(),
         });
-        let usable: Vec<(&str, usize)> = routing
+        let usable: Vec<crate::metrics::GroupGauge<'_>> = routing
             .groups()
-            .map(|g| {
-                let usable = g.pool.backends().iter().filter(|b| b.usable()).count();
-                (&*g.name, usable)
+            .map(|g| crate::metrics::GroupGauge {
+                name: &g.name,
+                usable: g.pool.backends().iter().filter(|b| b.usable()).count(),
+                admission: g.gate.as_ref().map(|gate| {
+                    let view = gate.view();
+                    crate::metrics::AdmissionGauge {
+                        waiting: view.waiting,
+                        in_flight: view.in_flight,
+                        limit: view.limit,
+                    }
+                }),
             })
             .collect();
         self.metrics.render(gauges, usable, self.inflight.count())

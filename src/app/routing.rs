@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use prometheus::{Histogram, IntCounter};
 
+use crate::app::admission::Gate;
 use crate::config::{
     Config, FrontKind, MirrorRule, ModelPattern, RouteRule, Upstream, DEFAULT_GROUP,
 };
@@ -42,6 +43,8 @@ pub(crate) struct UpstreamGroup {
     /// The table it was made from (a reload keeps the group when it is
     /// unchanged but for its addresses).
     pub(crate) config: Upstream,
+    /// Its admission control (`None`: off, every call goes on at once).
+    pub(crate) gate: Option<Arc<Gate>>,
 }
 
 impl UpstreamGroup {
@@ -51,6 +54,10 @@ impl UpstreamGroup {
             pool: Pool::new(UpstreamSettings::from_config(config), metrics.clone()),
             models: ModelCache::new(config.model_info_ttl()),
             config: config.clone(),
+            gate: config
+                .admission
+                .enabled()
+                .then(|| Gate::new(name, &config.admission, metrics)),
         }
     }
 }
@@ -69,6 +76,16 @@ pub(crate) struct Routing {
     /// The counts of calls no rule matched (only with rules: without
     /// any, the per-backend series say it all).
     default_counts: Option<Arc<CallCounts>>,
+    /// Where each group's admission headers are in [`Routing::headers`]
+    /// (only groups whose admission reads one).
+    gate_headers: BTreeMap<String, GateHeaders>,
+}
+
+/// The places of a group's admission headers in [`Routing::headers`].
+#[derive(Debug, Clone, Copy, Default)]
+struct GateHeaders {
+    priority: Option<usize>,
+    deadline: Option<usize>,
 }
 
 /// A compiled rule.
@@ -261,6 +278,18 @@ pub(crate) struct Routed {
     pub(crate) mirror: Option<Arc<Mirror>>,
     /// Where its inference calls are counted (`None`: no rules).
     pub(crate) counts: Option<Arc<CallCounts>>,
+    /// What the request's headers and its rule say of its admission (only
+    /// for a group with admission control).
+    pub(crate) admission: Admitting,
+}
+
+/// What the routing learnt of a call's admission: the priority level of
+/// the group's `priority_header` (else of the rule), the deadline of its
+/// `deadline_header` (milliseconds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Admitting {
+    pub(crate) priority: Option<u32>,
+    pub(crate) deadline: Option<Duration>,
 }
 
 impl Routed {
@@ -286,6 +315,7 @@ impl Routed {
             rule: None,
             mirror: None,
             counts: None,
+            admission: Admitting::default(),
         }
     }
 }
@@ -327,6 +357,19 @@ impl Routing {
             .enumerate()
             .filter_map(|(index, rule)| compile(index, rule, &groups, &mut header_index, metrics))
             .collect();
+        let gate_headers = groups
+            .iter()
+            .filter(|(_, group)| group.gate.is_some())
+            .map(|(name, group)| {
+                let admission = &group.config.admission;
+                let at = GateHeaders {
+                    priority: admission.priority_header.as_deref().map(&mut header_index),
+                    deadline: admission.deadline_header.as_deref().map(&mut header_index),
+                };
+                (name.clone(), at)
+            })
+            .filter(|(_, at)| at.priority.is_some() || at.deadline.is_some())
+            .collect();
         let default = groups.get(DEFAULT_GROUP).cloned();
         let mut serving: Vec<Arc<UpstreamGroup>> = default.iter().cloned().collect();
         for group in rules.iter().flat_map(|rule| rule.to.groups()) {
@@ -349,6 +392,7 @@ impl Routing {
             headers,
             serving,
             default_counts,
+            gate_headers,
         }
     }
 
@@ -393,6 +437,12 @@ impl Routing {
         !self.rules.is_empty()
     }
 
+    /// What a front reads of a request for the routes is needed: some rule
+    /// is in force, or some group's admission reads a header.
+    pub(crate) fn reads_requests(&self) -> bool {
+        self.has_rules() || !self.headers.is_empty()
+    }
+
     /// The header names the rules read (see [`RouteFacts::headers`]).
     pub(crate) fn headers(&self) -> &[String] {
         &self.headers
@@ -431,6 +481,7 @@ impl Routing {
                     .side(facts, sequence)
                     .ok_or_else(|| Error::internal("a split without sides"))?;
                 return Ok(Routed {
+                    admission: self.admitting(&side.group, facts, rule.config.priority),
                     group: side.group.clone(),
                     upstream_model: rule.upstream_model.clone(),
                     rule: Some(rule.label.clone()),
@@ -440,7 +491,10 @@ impl Routing {
             }
         }
         match &self.default {
-            Some(group) => Ok(self.to_default(group)),
+            Some(group) => Ok(Routed {
+                admission: self.admitting(group, facts, None),
+                ..self.to_default(group)
+            }),
             None => Err(Error::new(
                 Kind::NotFound,
                 format!("no route matches model '{model}'"),
@@ -456,6 +510,37 @@ impl Routing {
             rule: None,
             mirror: None,
             counts: self.default_counts.clone(),
+            admission: Admitting::default(),
+        }
+    }
+
+    /// What `facts` (and the rule's `priority`) say of a call's admission
+    /// to `group`: nothing is read for a group without admission control.
+    /// A header that is not a positive number says nothing.
+    fn admitting(
+        &self,
+        group: &UpstreamGroup,
+        facts: &RouteFacts,
+        rule_priority: Option<u32>,
+    ) -> Admitting {
+        if group.gate.is_none() {
+            return Admitting::default();
+        }
+        let at = self
+            .gate_headers
+            .get(&*group.name)
+            .copied()
+            .unwrap_or_default();
+        let number = |at: Option<usize>| {
+            let value = facts.headers.get(at?)?.as_ref()?;
+            let n: u64 = std::str::from_utf8(value).ok()?.trim().parse().ok()?;
+            (n > 0).then_some(n)
+        };
+        Admitting {
+            priority: number(at.priority)
+                .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+                .or(rule_priority),
+            deadline: number(at.deadline).map(Duration::from_millis),
         }
     }
 }

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
+use crate::app::admission::GateView;
 use crate::app::Gateway;
 use crate::config::RouteRule;
 use crate::upstream::Models;
@@ -44,6 +45,9 @@ pub(crate) struct GroupState {
     pub(crate) serving: bool,
     pub(crate) backends: usize,
     pub(crate) usable: usize,
+    /// Its admission control now (absent: off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) admission: Option<GateView>,
 }
 
 /// One rule in force, as configured (its weights are the live ones: a
@@ -97,6 +101,7 @@ pub(crate) fn groups(gateway: &Gateway) -> Vec<GroupState> {
                 serving: routing.serves(group),
                 backends: backends.len(),
                 usable: backends.iter().filter(|b| b.usable()).count(),
+                admission: group.gate.as_ref().map(|gate| gate.view()),
             }
         })
         .collect()

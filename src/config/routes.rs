@@ -93,6 +93,10 @@ pub struct RouteRule {
     /// A share of its inferences copied to another group.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mirror: Option<MirrorRule>,
+    /// The Triton priority level of the requests it matches when they
+    /// name none (1 the highest), for its group's admission queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u32>,
     /// The rule's line in its file (for the messages of its mistakes).
     #[serde(skip)]
     pub line: Line,
@@ -231,6 +235,11 @@ pub(crate) fn validate(rules: &[RouteRule], groups: &BTreeSet<&str>) -> Result<(
         if rule.sticky_header.is_some() && rule.sticky_api_key {
             return Err(format!(
                 "{named}: one sticky key: sticky_header or sticky_api_key"
+            ));
+        }
+        if rule.priority == Some(0) {
+            return Err(format!(
+                "{named}: priority is a level of 1 or more (1 the highest)"
             ));
         }
         if rule.upstream_model.as_deref() == Some("") {

@@ -9,6 +9,7 @@
 //! a mirror's answer against the primary's.
 
 pub(crate) mod agreement;
+pub(crate) mod asks;
 pub(crate) mod checks;
 // pub: the fuzz target fuzz/fuzz_targets/infer_answer.rs turns walked
 // answers into responses with `from_grpc::model_infer_with_raw`.

@@ -21,6 +21,7 @@ use crate::context::RequestContext;
 use crate::error::Result;
 use crate::model::InferRequest;
 use crate::proto::inference::ModelInferResponse;
+use crate::translate::asks::Asks;
 use crate::translate::sequence::request_sequence_key;
 use crate::translate::to_grpc;
 use crate::upstream::encoded::EncodedInfer;
@@ -51,6 +52,9 @@ pub(crate) struct InferCall<'r> {
     /// Where the reply's raw outputs go as they arrive (`upstream::reply`),
     /// if anywhere.
     tap: Option<ReplyTap>,
+    /// What the request asks of its group's admission control (read only
+    /// for a group that has one).
+    asks: Asks,
 }
 
 /// The streamed part of a call: the body's rest and the sizes of its raw
@@ -85,6 +89,10 @@ impl<'r> InferCall<'r> {
                 sizes: to_grpc::streamed_sizes(request),
             }),
             tap: None,
+            asks: match routed.group.gate {
+                Some(_) => Asks::of_request(request),
+                None => Asks::default(),
+            },
         }
     }
 
@@ -107,6 +115,7 @@ impl<'r> InferCall<'r> {
             raw: self.raw,
             streamed: self.streamed,
             tap: self.tap,
+            asks: self.asks,
         }
     }
 }
@@ -117,7 +126,8 @@ impl<'r> InferCall<'r> {
 /// streamed body). A request with streamed inputs has their bytes sent
 /// from its rest as they arrive: a body that broke off, ran short or ran
 /// long fails the call (the upstream's stream is reset before the message
-/// completes). A route's mirror gets its copy here (`mirror`).
+/// completes). A route's mirror gets its copy here (`mirror`). Its
+/// group's admission control admits it first (`app::admission`).
 pub(crate) async fn infer(ctx: &RequestContext, call: InferCall<'_>) -> Result<ModelInferResponse> {
     let InferCall {
         routed,
@@ -129,7 +139,10 @@ pub(crate) async fn infer(ctx: &RequestContext, call: InferCall<'_>) -> Result<M
         raw,
         streamed,
         tap,
+        asks,
     } = call;
+    // Held until the answer is in (a refusal: never sent, nor mirrored).
+    let _permit = super::admit(&routed, || asks, None, false).await?;
     let pool = &routed.group.pool;
     let limit = pool.settings().max_message_bytes;
     let held = Held {

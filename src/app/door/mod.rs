@@ -33,10 +33,12 @@ use std::time::Duration;
 
 use tonic::metadata::MetadataMap;
 
+use crate::app::admission::{Ask, Permit};
 use crate::app::routing::Routed;
 use crate::app::Gateway;
 use crate::context::{RequestContext, RouteFacts};
 use crate::error::{Error, Result};
+use crate::translate::asks::Asks;
 use crate::translate::rename;
 use crate::upstream::Target;
 
@@ -61,6 +63,18 @@ pub(crate) struct Aim<'a> {
     pub(crate) sequence: Option<&'a [u8]>,
     /// Routed already (a request whose calls must all take one route).
     pub(crate) routed: Option<&'a Routed>,
+    /// Where its Triton parameters are, for its group's admission control
+    /// (read only when the group has one).
+    pub(crate) parameters: Parameters<'a>,
+}
+
+/// A call's Triton parameters, as the front has them.
+#[derive(Clone, Copy, Default)]
+pub(crate) enum Parameters<'a> {
+    #[default]
+    None,
+    /// A gRPC message's map (a relayed call's leading fields included).
+    Grpc(&'a std::collections::HashMap<String, crate::proto::inference::InferParameter>),
 }
 
 impl<'a> Aim<'a> {
@@ -70,6 +84,7 @@ impl<'a> Aim<'a> {
         version: None,
         sequence: None,
         routed: None,
+        parameters: Parameters::None,
     };
 
     /// A call about one model: a backend serving it (`""`: server-wide,
@@ -105,6 +120,11 @@ impl<'a> Aim<'a> {
             routed: Some(routed),
             ..self
         }
+    }
+
+    /// The call, its Triton parameters in `parameters`.
+    pub(crate) fn with_parameters(self, parameters: Parameters<'a>) -> Aim<'a> {
+        Aim { parameters, ..self }
     }
 
     /// A call about `model` with a sequence's key, if it has one.
@@ -197,6 +217,44 @@ pub(crate) fn served_version(model: &str, asked: &str, served: &str) -> Result<(
     Err(Error::not_found(format!(
         "Request for unknown model: '{model}' version {asked} is not found"
     )))
+}
+
+/// A slot of the routed group's admission control (`app::admission`)
+/// for an inference call that asks `asks` (read only when the group has
+/// admission control), with the client's own deadline `relayed`
+/// (`grpc-timeout`) if any; `None`: the group has none, the call goes on
+/// at once. The shortest of the request's `timeout` parameter, `relayed`
+/// and the group's `deadline_header` bounds its wait; its priority is
+/// its `priority` parameter's, else the header's, else its rule's.
+async fn admit(
+    routed: &Routed,
+    asks: impl FnOnce() -> Asks,
+    relayed: Option<Duration>,
+    stream: bool,
+) -> Result<Option<Permit>> {
+    let Some(gate) = &routed.group.gate else {
+        return Ok(None);
+    };
+    let asks = asks();
+    let deadline = [asks.timeout, relayed, routed.admission.deadline]
+        .into_iter()
+        .flatten()
+        .min();
+    let ask = Ask {
+        priority: asks.priority.or(routed.admission.priority),
+        deadline,
+        continues_sequence: asks.continues_sequence,
+        stream,
+    };
+    gate.admit(ask).await.map(Some)
+}
+
+/// What `parameters` ask of admission.
+fn asks_of(parameters: Parameters<'_>) -> Asks {
+    match parameters {
+        Parameters::None => Asks::default(),
+        Parameters::Grpc(map) => Asks::of_parameters(map),
+    }
 }
 
 /// Which backends of the routed group may take the call: those serving

@@ -10,7 +10,9 @@
 //! the stream toward the upstream and every reply back. A reply of a
 //! version other than the one the stream's first request asked for is
 //! never passed on: it becomes an error reply ([`super::served_version`]).
-//! A stream is never mirrored (counted as skipped, `streamed`).
+//! A stream is never mirrored (counted as skipped, `streamed`). Its
+//! group's admission control admits it as it opens; it holds its slot
+//! until it closes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +21,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Extensions, Request};
 
 use super::{route, served_version, target, Aim, Relay};
+use crate::app::admission::Permit;
 use crate::app::Gateway;
 use crate::context::RequestContext;
 use crate::error::Result;
@@ -36,6 +39,9 @@ pub(crate) struct StreamReplies {
     /// The model as the client named it and the version it asked for,
     /// when it asked for one.
     asked: Option<(String, String)>,
+    /// Its slot of the group's admission control, held for the stream's
+    /// life.
+    _permit: Option<Permit>,
 }
 
 impl StreamReplies {
@@ -77,6 +83,8 @@ where
     S: Stream<Item = ModelInferRequest> + Send + 'static,
 {
     let routed = route(gateway, ctx, &aim)?;
+    let relayed = relay.and_then(|relay| relay.deadline);
+    let permit = super::admit(&routed, || super::asks_of(aim.parameters), relayed, true).await?;
     if let Some(mirror) = &routed.mirror {
         super::mirror::stream_skipped(mirror);
     }
@@ -133,5 +141,6 @@ where
         call,
         renamed,
         asked,
+        _permit: permit,
     })
 }

@@ -8,12 +8,14 @@ use tonic::{Extensions, Request, Response};
 use std::time::Instant;
 
 use super::mirror::{self, Held};
-use super::{named_back, renamed, route, served_version, target, Aim, Relay, Rpc};
+use super::{admit, asks_of, named_back, renamed, route, served_version, target, Aim, Relay, Rpc};
+use crate::app::admission::held_to_its_end;
 use crate::app::Gateway;
 use crate::body::BodyRest;
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
 use crate::proto::inference::{ModelInferRequest, ModelInferResponse};
+use crate::translate::asks::Asks;
 use crate::translate::rename::Renamed;
 use crate::upstream::call::{settled, CallSpec, Running};
 use crate::upstream::encoded::EncodedInfer;
@@ -105,6 +107,8 @@ pub(crate) async fn relay_model_infer(
     message: ModelInferRequest,
 ) -> Result<Response<ModelInferResponse>> {
     let routed = route(gateway, ctx, &aim)?;
+    let asks = || Asks::of_parameters(&message.parameters);
+    let _permit = admit(&routed, asks, relay_.deadline, false).await?;
     let asked = message.model_version.clone();
     let message = renamed(message, &aim, &routed);
     let limit = routed.group.pool.settings().max_message_bytes;
@@ -191,6 +195,7 @@ pub(crate) async fn relay_raw(
             "a renamed model's ModelInfer is relayed decoded, not as it came",
         ));
     }
+    let permit = admit(&routed, || asks_of(aim.parameters), relay.deadline, false).await?;
     let message = match message {
         RelayedMessage::Whole(seen) => EncodedInfer::whole(seen),
         RelayedMessage::Streamed { seen, owed, rest } => EncodedInfer::raw(seen, owed, rest),
@@ -208,7 +213,11 @@ pub(crate) async fn relay_raw(
         // Counted at its head: its body is the client's to read.
         counts.record(reply.is_ok(), None);
     }
-    reply
+    // The slot is held until the reply's body ends.
+    Ok(match permit {
+        Some(permit) => held_to_its_end(reply?, permit),
+        None => reply?,
+    })
 }
 
 /// A client's call: its target, its deadline, and no memory of optional

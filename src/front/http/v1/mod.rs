@@ -145,15 +145,20 @@ fn health(ok: bool, what: &str) -> Result<Answer> {
 }
 
 /// A failure as v1 answers it: status and code from the one table, the
-/// message in `NV-Status`, an empty body.
+/// message in `NV-Status`, the error's own headers (`Retry-After` of a
+/// refusal under load), an empty body.
 fn error_response(error: &Error, server_id: &str, request_id: u64) -> HttpResponse {
     let (status, code) = error.kind.v1_status();
+    let mut headers = vec![(
+        "NV-Status",
+        answer::status(code, &error.message, server_id, request_id),
+    )];
+    for (name, value) in error.extra_headers() {
+        headers.push((name, (*value).to_string()));
+    }
     HttpResponse {
         status,
-        headers: vec![(
-            "NV-Status",
-            answer::status(code, &error.message, server_id, request_id),
-        )],
+        headers,
         body: Vec::new(),
     }
 }
