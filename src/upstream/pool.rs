@@ -412,9 +412,7 @@ impl Pool {
             tokio::time::sleep(settings.health_interval).await;
         }
     }
-}
 
-impl Pool {
     /// The group's load reports (`load_report.rs`): every member but those
     /// draining each interval, concurrently, the next round when the
     /// slowest has answered or timed out. Ends when the pool is dropped.
