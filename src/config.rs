@@ -13,6 +13,7 @@ mod admission;
 mod auth;
 mod connections;
 mod generate;
+mod load_report;
 mod openai;
 mod routes;
 mod shared_memory;
@@ -21,6 +22,7 @@ pub(crate) use auth::SECRET_SHOWN;
 pub use auth::{ApiKey, Auth, Group, RestrictedApi};
 pub use connections::Connections;
 pub use generate::Generate;
+pub use load_report::LoadReport;
 pub use openai::{Backend as OpenAiBackend, OpenAi, OpenAiModel, DEFAULT_MAX_TOKENS};
 pub use routes::{
     glob_match, FrontKind, HeaderMatch, MirrorRule, ModelPattern, RouteRule, DEFAULT_GROUP,
@@ -233,6 +235,9 @@ pub struct Upstream {
     /// a backend (connection refused). Sequence requests are never retried.
     pub max_attempts: usize,
     pub health: Health,
+    /// The backends' own queues, read from their metrics, added to the
+    /// in-flight counts the picks compare (off by default).
+    pub load_report: LoadReport,
     pub tls: UpstreamTls,
     /// How many inference calls the group takes at once, the queue
     /// beyond, priorities and deadlines (`[upstream.admission]`).
@@ -339,6 +344,7 @@ impl Default for Upstream {
             fanout_repository: true,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             health: Health::default(),
+            load_report: LoadReport::default(),
             tls: UpstreamTls::default(),
             admission: Admission::default(),
         }
@@ -426,10 +432,11 @@ impl Upstream {
             ("health.unhealthy_threshold", h.unhealthy_threshold as u64),
             ("health.eject_after_failures", h.eject_after_failures as u64),
         ];
-        match positive.iter().find(|(_, v)| *v == 0) {
-            Some((name, _)) => Err(format!("{table}.{name} must be greater than 0")),
-            None => self.admission.validate(table),
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{table}.{name} must be greater than 0"));
         }
+        self.admission.validate(table)?;
+        self.load_report.validate(table, self.balance)
     }
 }
 
@@ -776,6 +783,10 @@ upstream_model = "classifier_v2"
             "[upstream]\naddresses = []",
             "[upstream]\nbalance = \"random\"",
             "[upstream.health]\nunhealthy_threshold = 0",
+            "[upstream.load_report]\nenabled = true",
+            "[upstream.load_report]\nintervl_ms = 500",
+            "[upstream]\nbalance = \"least_outstanding\"\n[upstream.load_report]\nenabled = true\nstale_after_ms = 10",
+            "[upstreams.a]\naddresses = [\"a:1\"]\n[upstreams.a.load_report]\nenabled = true",
             "[grpc]\nlisten = \"nope\"",
             "[log]\nformat = \"xml\"",
             "[tls]\nlisten = \"127.0.0.1:8443\"",

@@ -4,7 +4,8 @@
 //! `Route` variant), model (only for answers that are not 404, so unknown
 //! names cannot grow the series without bound) and status; per-backend
 //! series by backend address. Backend health and in-flight gauges are
-//! handed in at scrape time ([`BackendGauge`]). With `[[routes]]`, the
+//! handed in at scrape time ([`BackendGauge`]), and so are the queues the
+//! backends' servers report (`load_report`). With `[[routes]]`, the
 //! inference calls of each rule are counted per group they went to (a
 //! split's side) and mirrors per rule, with their answers' agreement;
 //! the series of a rule are made once, when it is compiled
@@ -63,6 +64,7 @@ pub struct Metrics {
     inflight: IntGaugeVec,
     backend_up: IntGaugeVec,
     backend_inflight: IntGaugeVec,
+    backend_reported_pending: IntGaugeVec,
     group_usable: IntGaugeVec,
 }
 
@@ -120,6 +122,7 @@ impl Metrics {
             inflight: gauge("tensorgate_inflight_requests", "Requests being answered.", &["listener"]),
             backend_up: gauge("tensorgate_backend_up", "1 while a backend takes traffic (seen ready, healthy, not ejected or draining).", &["backend"]),
             backend_inflight: gauge("tensorgate_backend_inflight_requests", "Upstream calls in flight, by backend.", &["backend"]),
+            backend_reported_pending: gauge("tensorgate_backend_reported_pending_requests", "Requests waiting in a backend's own queues by its server's latest fresh load report (load_report on; no series while the report is missing or stale).", &["backend"]),
             group_usable: gauge("tensorgate_group_usable_backends", "Backends taking traffic now, by upstream group.", &["group"]),
             route_calls: counter("tensorgate_route_calls_total", "Inference calls by routing rule, the group they went to (a split's side) and outcome (ok, error).", &["rule", "group", "outcome"]),
             route_seconds: histogram("tensorgate_route_call_duration_seconds", "Time of unary inference calls upstream, by routing rule and group.", &["rule", "group"]),
@@ -179,7 +182,13 @@ impl Metrics {
             .set(inflight_http as i64);
         self.backend_up.reset();
         self.backend_inflight.reset();
+        self.backend_reported_pending.reset();
         for backend in backends {
+            if let Some(pending) = backend.reported_pending {
+                self.backend_reported_pending
+                    .with_label_values(&[backend.label])
+                    .set(pending.min(i64::MAX as u64) as i64);
+            }
             self.backend_up
                 .with_label_values(&[backend.label])
                 .set(i64::from(backend.up));
@@ -223,6 +232,8 @@ pub struct BackendGauge<'a> {
     /// Usable for requests now.
     pub up: bool,
     pub inflight: usize,
+    /// Its server's latest load report, while fresh.
+    pub reported_pending: Option<u64>,
 }
 
 impl Default for Metrics {

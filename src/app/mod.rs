@@ -312,6 +312,7 @@ impl Gateway {
             label: &b.label,
             up: b.usable(),
             inflight: b.inflight(),
+            reported_pending: b.report().filter(|r| r.fresh).map(|r| r.pending),
         });
         let usable: Vec<crate::metrics::GroupGauge<'_>> = routing
             .groups()

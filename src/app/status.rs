@@ -34,6 +34,33 @@ pub(crate) struct BackendState {
     pub(crate) models: Option<Vec<String>>,
     /// The upstream group it is a member of.
     pub(crate) group: String,
+    /// Its server's latest load report, in a group with `load_report` on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) load_report: Option<ReportState>,
+}
+
+/// A backend's latest load report: the requests its server reported
+/// waiting, how old that is, whether the picks use it (`fresh`), and why
+/// the latest read failed.
+#[derive(Debug, Serialize)]
+pub(crate) struct ReportState {
+    /// `None`: no report was read yet.
+    pub(crate) pending: Option<u64>,
+    pub(crate) age_ms: Option<u64>,
+    pub(crate) fresh: bool,
+    pub(crate) error: Option<String>,
+}
+
+impl ReportState {
+    fn of(backend: &crate::upstream::Backend) -> ReportState {
+        let report = backend.report();
+        ReportState {
+            pending: report.map(|r| r.pending),
+            age_ms: report.map(|r| r.age.as_millis() as u64),
+            fresh: report.is_some_and(|r| r.fresh),
+            error: backend.report_error(),
+        }
+    }
 }
 
 /// One upstream group as the listing shows it.
@@ -85,6 +112,12 @@ pub(crate) fn backends(gateway: &Gateway) -> Vec<BackendState> {
                 }
             },
             group: group.name.to_string(),
+            load_report: group
+                .pool
+                .settings()
+                .load_report
+                .is_some()
+                .then(|| ReportState::of(&b)),
         })
         .collect()
 }

@@ -125,6 +125,45 @@ pub struct Backend {
     /// Why the latest active check failed (`None`: it passed, or none ran
     /// yet): a warning is logged only when this changes.
     check_failure: std::sync::Mutex<Option<String>>,
+    /// The latest load report ([`Report`]'s word; 0: none yet), read by
+    /// every pick of a group with `load_report` on.
+    report: AtomicU64,
+    /// A report older than this (ms) is not used.
+    report_stale_after_ms: u64,
+    /// Why the latest read of the backend's metrics failed (`None`: it
+    /// succeeded, or none ran yet): logged when this changes.
+    report_failure: std::sync::Mutex<Option<String>>,
+}
+
+/// A backend's latest load report as the operators' views show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Report {
+    /// Requests waiting in the server's own queues (summed over models).
+    pub pending: u64,
+    /// How long ago it was read.
+    pub age: Duration,
+    /// Young enough to be used by the picks.
+    pub fresh: bool,
+}
+
+impl Report {
+    /// Bits of the word that hold the pending count (the rest: the time
+    /// it was read, ms since the backend's epoch, plus one; 40 bits are
+    /// 34 years). A larger count is kept as this maximum.
+    const PENDING_BITS: u32 = 24;
+    const PENDING_MAX: u64 = (1 << Self::PENDING_BITS) - 1;
+
+    fn word(pending: u64, at_ms: u64) -> u64 {
+        ((at_ms + 1) << Self::PENDING_BITS) | pending.min(Self::PENDING_MAX)
+    }
+
+    /// (pending, read at ms) of a word that is not 0.
+    fn unpack(word: u64) -> (u64, u64) {
+        (
+            word & Self::PENDING_MAX,
+            (word >> Self::PENDING_BITS).saturating_sub(1),
+        )
+    }
 }
 
 impl Backend {
@@ -135,7 +174,6 @@ impl Backend {
             label: addr.to_string(),
             model_infer_uri: super::raw::model_infer_uri(&origin),
             origin,
-            settings,
             channels: std::array::from_fn(|_| OnceLock::new()),
             health_channel: OnceLock::new(),
             inflight: AtomicUsize::new(0),
@@ -152,6 +190,13 @@ impl Backend {
             last_error: RwLock::new(None),
             has_error: AtomicBool::new(false),
             check_failure: std::sync::Mutex::new(None),
+            report: AtomicU64::new(0),
+            report_stale_after_ms: settings
+                .load_report
+                .as_ref()
+                .map_or(0, |r| r.stale_after.as_millis() as u64),
+            report_failure: std::sync::Mutex::new(None),
+            settings,
         }
     }
 
@@ -248,6 +293,72 @@ impl Backend {
 
     pub fn inflight(&self) -> usize {
         self.inflight.load(Relaxed)
+    }
+
+    /// The requests waiting in the server's own queues by its latest
+    /// report, when that is fresh at `now`; 0 without one (the pick's
+    /// read: one load, no clock, no lock).
+    pub(super) fn reported_pending(&self, now: Instant) -> usize {
+        let word = self.report.load(Relaxed);
+        if word == 0 {
+            return 0;
+        }
+        let (pending, at_ms) = Report::unpack(word);
+        let now_ms = now.saturating_duration_since(self.epoch).as_millis() as u64;
+        if now_ms.saturating_sub(at_ms) > self.report_stale_after_ms {
+            return 0;
+        }
+        pending as usize
+    }
+
+    /// The latest load report (`None`: none was ever read).
+    pub fn report(&self) -> Option<Report> {
+        let word = self.report.load(Relaxed);
+        if word == 0 {
+            return None;
+        }
+        let (pending, at_ms) = Report::unpack(word);
+        let age_ms = self.now_ms().saturating_sub(at_ms);
+        Some(Report {
+            pending,
+            age: Duration::from_millis(age_ms),
+            fresh: age_ms <= self.report_stale_after_ms,
+        })
+    }
+
+    /// A read of the backend's metrics gave its pending requests.
+    pub(super) fn record_report(&self, pending: u64) {
+        self.report
+            .store(Report::word(pending, self.now_ms()), Relaxed);
+        let mut failing = self
+            .report_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(previous) = failing.take() {
+            tracing::info!(backend = %self.addr, previous = %previous, "backend's load reports are read again");
+        }
+    }
+
+    /// A read of the backend's metrics failed: the last report stays until
+    /// it is stale. A warning when the reads start failing (or fail for
+    /// another reason), not on every read.
+    pub(super) fn report_failed(&self, why: String) {
+        let mut failing = self
+            .report_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if failing.as_deref() != Some(why.as_str()) {
+            tracing::warn!(backend = %self.addr, error = %why, "backend's load report cannot be read; it is balanced by in-flight requests alone once its last report is stale");
+            *failing = Some(why);
+        }
+    }
+
+    /// Why the latest read of the backend's metrics failed.
+    pub fn report_error(&self) -> Option<String> {
+        self.report_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn served(&self) -> u64 {
@@ -499,6 +610,28 @@ mod tests {
         assert!(b.lacks(OptionalRpc::ModelConfig));
         b.record_check(&Err("health check failed: connection refused".into()));
         assert!(!b.lacks(OptionalRpc::ModelConfig));
+    }
+
+    #[test]
+    fn a_report_counts_while_fresh_and_not_after() {
+        // Stale after the default 1.5 s.
+        let settings = UpstreamSettings::for_tests_with_reports();
+        let b = Backend::new("127.0.0.1:9".parse().unwrap(), Arc::new(settings));
+        let now = Instant::now();
+        assert_eq!((b.reported_pending(now), b.report()), (0, None));
+        b.record_report(7);
+        assert_eq!(b.reported_pending(Instant::now()), 7);
+        let report = b.report().expect("a report");
+        assert_eq!((report.pending, report.fresh), (7, true));
+        let later = Instant::now() + Duration::from_millis(1600);
+        assert_eq!(b.reported_pending(later), 0);
+        // A failed read keeps the last report (until it is stale).
+        b.report_failed("metrics at 127.0.0.1:8002: cannot connect".into());
+        assert_eq!(b.reported_pending(Instant::now()), 7);
+        assert!(b.report_error().is_some());
+        b.record_report(u64::MAX);
+        assert_eq!(b.reported_pending(Instant::now()), (1 << 24) - 1);
+        assert_eq!(b.report_error(), None);
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! - `pool.rs`: membership and the choice of a backend per request;
 //! - `select.rs`: least outstanding and power of two choices;
 //! - `health.rs`: active `ServerReady` checks, model refresh, the loop;
+//! - `load_report.rs`: the backends' own queues read from their metrics
+//!   (`[upstream.load_report]`), for the picks;
 //! - `call.rs`: one call with deadline, passive ejection and retries;
 //! - `rpc.rs`: each unary RPC by its request message, and the gateway's
 //!   own unary calls;
@@ -27,6 +29,7 @@ pub(crate) mod discovery;
 pub(crate) mod encoded;
 mod h2_transport;
 pub(crate) mod health;
+pub(crate) mod load_report;
 pub(crate) mod model_info;
 pub(crate) mod pool;
 pub(crate) mod raw;
@@ -45,7 +48,8 @@ use std::time::Duration;
 use crate::config::{self, Balance};
 use crate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
 
-pub use backend::{Backend, Lease, Models, OptionalRpc};
+pub use backend::{Backend, Lease, Models, OptionalRpc, Report};
+pub use load_report::LoadReportSettings;
 pub use model_info::ModelCache;
 pub use pool::{Pool, Target};
 
@@ -68,6 +72,8 @@ pub struct UpstreamSettings {
     pub unhealthy_threshold: usize,
     pub eject_after_failures: usize,
     pub eject: Duration,
+    /// The backends' load reports (`None`: off).
+    pub load_report: Option<LoadReportSettings>,
     /// TLS toward the backends (`None`: plain h2c).
     pub tls: Option<tonic::transport::ClientTlsConfig>,
 }
@@ -115,6 +121,7 @@ impl UpstreamSettings {
             unhealthy_threshold: c.health.unhealthy_threshold,
             eject_after_failures: c.health.eject_after_failures,
             eject: c.health.eject(),
+            load_report: LoadReportSettings::from_config(&c.load_report),
             tls: client_tls(&c.tls),
         }
     }
@@ -122,5 +129,16 @@ impl UpstreamSettings {
     #[cfg(test)]
     pub fn for_tests() -> UpstreamSettings {
         UpstreamSettings::from_config(&config::Upstream::default())
+    }
+
+    /// With load reports on, at their default intervals.
+    #[cfg(test)]
+    pub fn for_tests_with_reports() -> UpstreamSettings {
+        let mut settings = UpstreamSettings::for_tests();
+        settings.load_report = LoadReportSettings::from_config(&config::LoadReport {
+            enabled: true,
+            ..config::LoadReport::default()
+        });
+        settings
     }
 }

@@ -12,6 +12,7 @@ use pingora::lb::{Backend as LbBackend, Backends, LoadBalancer};
 use super::backend::{Backend, Lease};
 use super::discovery::{Addresses, Discovery};
 use super::health::{self, ReadyCheck};
+use super::load_report::{self, LoadReportSettings};
 use super::select::{self, Candidates};
 use super::UpstreamSettings;
 use crate::config::Balance;
@@ -74,7 +75,7 @@ impl Pool {
         backends.set_health_check(Box::new(health::Shared(check.clone())));
         let lb = LoadBalancer::from_backends(backends);
         let pool = Arc::new_cyclic(|me| Pool {
-            picker: select::Picker::new(settings.balance),
+            picker: select::Picker::new(settings.balance, settings.load_report.is_some()),
             settings,
             metrics,
             lb,
@@ -119,6 +120,9 @@ impl Pool {
     pub async fn started(&self) {
         self.started.call_once(|| {
             tokio::spawn(Pool::run(self.me.clone()));
+            if let Some(reports) = &self.settings.load_report {
+                tokio::spawn(Pool::read_reports(self.me.clone(), reports.clone()));
+            }
         });
         // Every request asks: after the first pass, no timer and no watch.
         if self.passes() >= 1 {
@@ -406,6 +410,27 @@ impl Pool {
             pool.pass_done();
             drop(pool);
             tokio::time::sleep(settings.health_interval).await;
+        }
+    }
+
+    /// The group's load reports (`load_report.rs`): every member but those
+    /// draining each interval, concurrently, the next round when the
+    /// slowest has answered or timed out. Ends when the pool is dropped.
+    async fn read_reports(pool: std::sync::Weak<Pool>, settings: LoadReportSettings) {
+        let settings = Arc::new(settings);
+        let mut every = tokio::time::interval(settings.interval);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let Some(pool) = pool.upgrade() else { return };
+            let mut reads = tokio::task::JoinSet::new();
+            for backend in pool.backends() {
+                if !backend.draining() {
+                    reads.spawn(load_report::report(backend, settings.clone()));
+                }
+            }
+            drop(pool);
+            while reads.join_next().await.is_some() {}
         }
     }
 }

@@ -3,9 +3,17 @@
 //! sticky ring come from pingora-load-balancing, in `pool.rs`.) Both are
 //! one pass over the membership without allocation: the cost per request
 //! does not grow beyond reading one counter per backend.
+//!
+//! A backend's load is its in-flight count; with load reports on
+//! (`load_report.rs`), plus the requests its server reported waiting in its
+//! own queue, while that report is fresh (one more atomic read per backend
+//! and one clock read per pick). Without a fresh report a backend's load
+//! is its in-flight count alone: with every report stale or missing the
+//! picks are those without reports.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::backend::Backend;
 use crate::config::Balance;
@@ -28,43 +36,69 @@ impl<'a> Candidates<'a> {
 
 pub(crate) struct Picker {
     balance: Balance,
+    /// The backends' load reports are added to their in-flight counts.
+    reports: bool,
     /// Rotates the starting point, so ties do not always favour the first
     /// backend, and seeds the random draws.
     counter: AtomicU64,
 }
 
 impl Picker {
-    pub(crate) fn new(balance: Balance) -> Picker {
+    pub(crate) fn new(balance: Balance, reports: bool) -> Picker {
         Picker {
             balance,
+            reports,
             counter: AtomicU64::new(0),
         }
     }
 
     pub(crate) fn pick(&self, candidates: Candidates) -> Option<Arc<Backend>> {
+        if self.reports {
+            let now = Instant::now();
+            self.pick_by(&candidates, |b: &Backend| {
+                b.inflight() + b.reported_pending(now)
+            })
+        } else {
+            self.pick_by(&candidates, Backend::inflight)
+        }
+    }
+
+    fn pick_by(
+        &self,
+        candidates: &Candidates,
+        load: impl Fn(&Backend) -> usize + Copy,
+    ) -> Option<Arc<Backend>> {
         let turn = self.counter.fetch_add(1, Relaxed);
         match self.balance {
-            Balance::PowerOfTwo => power_of_two(&candidates, mix(turn)),
-            _ => least_outstanding(&candidates, turn),
+            Balance::PowerOfTwo => power_of_two(candidates, mix(turn), load),
+            _ => least_outstanding(candidates, turn, load),
         }
     }
 }
 
-/// The fewest in flight; among equals, the first after a rotating start.
-fn least_outstanding(candidates: &Candidates, turn: u64) -> Option<Arc<Backend>> {
+/// The least loaded; among equals, the first after a rotating start.
+fn least_outstanding(
+    candidates: &Candidates,
+    turn: u64,
+    load: impl Fn(&Backend) -> usize,
+) -> Option<Arc<Backend>> {
     let n = candidates.all.len().max(1);
     let start = (turn % n as u64) as usize;
     candidates
         .iter()
         .enumerate()
-        .min_by_key(|(i, b)| (b.inflight(), (i + n - start) % n))
+        .min_by_key(|(i, b)| (load(b), (i + n - start) % n))
         .map(|(_, b)| b.clone())
 }
 
-/// Two backends drawn at random; the acceptable one with fewer in flight
-/// wins. Constant time while most backends are acceptable; when a draw
-/// hits an unacceptable backend, least outstanding decides instead.
-fn power_of_two(candidates: &Candidates, random: u64) -> Option<Arc<Backend>> {
+/// Two backends drawn at random; the acceptable one less loaded wins.
+/// Constant time while most backends are acceptable; when a draw hits an
+/// unacceptable backend, least outstanding decides instead.
+fn power_of_two(
+    candidates: &Candidates,
+    random: u64,
+    load: impl Fn(&Backend) -> usize + Copy,
+) -> Option<Arc<Backend>> {
     let all = candidates.all;
     if all.is_empty() {
         return None;
@@ -73,8 +107,8 @@ fn power_of_two(candidates: &Candidates, random: u64) -> Option<Arc<Backend>> {
     let a = &all[(random % n) as usize];
     let b = &all[((random >> 32) % n) as usize];
     match ((candidates.accept)(a), (candidates.accept)(b)) {
-        (true, true) => Some(if b.inflight() < a.inflight() { b } else { a }.clone()),
-        _ => least_outstanding(candidates, random),
+        (true, true) => Some(if load(b) < load(a) { b } else { a }.clone()),
+        _ => least_outstanding(candidates, random, load),
     }
 }
 
@@ -96,7 +130,8 @@ mod tests {
     use crate::upstream::UpstreamSettings;
 
     fn backends(n: u16) -> Vec<Arc<Backend>> {
-        let settings = Arc::new(UpstreamSettings::for_tests());
+        // Reports (when a test records them) stale after the default 1.5 s.
+        let settings = Arc::new(UpstreamSettings::for_tests_with_reports());
         (0..n)
             .map(|i| {
                 let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 1000 + i));
@@ -113,7 +148,7 @@ mod tests {
             crate::upstream::Lease::new(all[1].clone()),
         ];
         let accept = |_: &Backend| true;
-        let picker = Picker::new(Balance::LeastOutstanding);
+        let picker = Picker::new(Balance::LeastOutstanding, false);
         for _ in 0..5 {
             let chosen = picker.pick(Candidates::new(&all, &accept)).unwrap();
             assert_eq!(chosen.addr, all[2].addr);
@@ -124,7 +159,7 @@ mod tests {
     fn least_outstanding_rotates_among_equals() {
         let all = backends(4);
         let accept = |_: &Backend| true;
-        let picker = Picker::new(Balance::LeastOutstanding);
+        let picker = Picker::new(Balance::LeastOutstanding, false);
         let mut seen: Vec<_> = (0..4)
             .map(|_| picker.pick(Candidates::new(&all, &accept)).unwrap().addr)
             .collect();
@@ -137,7 +172,7 @@ mod tests {
     fn power_of_two_respects_the_filter_and_spreads() {
         let all = backends(4);
         let accept = |b: &Backend| b.addr.port() != 1000;
-        let picker = Picker::new(Balance::PowerOfTwo);
+        let picker = Picker::new(Balance::PowerOfTwo, false);
         let mut counts = [0usize; 4];
         for _ in 0..4000 {
             let chosen = picker.pick(Candidates::new(&all, &accept)).unwrap();
@@ -154,9 +189,38 @@ mod tests {
         let all = backends(2);
         let accept = |_: &Backend| false;
         for balance in [Balance::LeastOutstanding, Balance::PowerOfTwo] {
-            assert!(Picker::new(balance)
+            assert!(Picker::new(balance, false)
                 .pick(Candidates::new(&all, &accept))
                 .is_none());
         }
+    }
+
+    #[test]
+    fn a_fresh_report_steers_the_picks_and_none_changes_nothing() {
+        let all = backends(3);
+        let accept = |_: &Backend| true;
+        all[0].record_report(5);
+        all[1].record_report(0);
+        let _busy = crate::upstream::Lease::new(all[1].clone());
+        let spread = |picker: &Picker| {
+            let mut counts = [0usize; 3];
+            for _ in 0..300 {
+                let chosen = picker.pick(Candidates::new(&all, &accept)).unwrap();
+                counts[(chosen.addr.port() - 1000) as usize] += 1;
+            }
+            counts
+        };
+        // Reports on: backend 0's queue of 5 outweighs the one call in
+        // flight on backend 1. (Power of two draws the same backend twice
+        // now and then: a ninth of the picks have no choice.)
+        let on = spread(&Picker::new(Balance::LeastOutstanding, true));
+        assert_eq!(on, [0, 0, 300]);
+        let on = spread(&Picker::new(Balance::PowerOfTwo, true));
+        assert!(on[0] < 50 && on[0] < on[1] && on[1] < on[2], "{on:?}");
+        // Reports off: the same backends, by their in-flight counts alone.
+        let off = spread(&Picker::new(Balance::LeastOutstanding, false));
+        assert!(off[1] == 0 && off[0] > 0 && off[2] > 0, "{off:?}");
+        let off = spread(&Picker::new(Balance::PowerOfTwo, false));
+        assert!(off[1] < 50 && off[1] < off[0] && off[1] < off[2], "{off:?}");
     }
 }

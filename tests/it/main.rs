@@ -65,6 +65,7 @@
 //! | `faults` | under load from eight clients, one backend killed and restarted, one hanging, one not ready: every request answered or a clear 503/504, none lost | in-process, three demos |
 //! | `upstream_hardening` | backends at boot (an unreachable one named), the `timeout` parameter forwarded, which deadlines eject a backend, the 504 text | in-process and gRPC front, demo |
 //! | `stream_accounting` | a unary call, an HTTP stream and a gRPC stream whose backend dies mid-way each count one unreachable call and eject it; a dropped stream blames nobody | in-process and gRPC front, a demo on its own runtime |
+//! | `load_report` | load reported by the servers: picks avoid a backend whose metrics report a long queue, and are even again when the report fails, goes missing or goes stale; the gauge and the backends view | in-process, two demos on two loopback addresses, a metrics endpoint of the test's own |
 //! | `interop` | upstreams that are not Triton (KServe's and MLServer's quirks) and what the gateway makes of each | in-process and binary, demo with `Quirks` |
 //! | `admission` | admission control per group on every front: waits beyond the limit, a full queue's refusal at once in each front's form (HTTP 503 + `Retry-After`, gRPC `UNAVAILABLE`, v1, OpenAI), a higher priority taking the last place, deadlines bounding the wait, a started sequence never held back, the queue in the metrics and the backends view | in-process and gRPC front, a demo held hung |
 //! | `routes` | upstream groups and routes: each model to its group, a 90/10 split over 20,000 requests, keyed clients on one side on two replicas, a mirror that changes no answer and judges the shadow (and survives its death), a renamed model never showing its upstream name, the version asked being the version served, weights moved by a reload under load with nothing lost, the OpenAI front routed as `front = "openai"` on its v2 names (its streams never mirrored, its answers naming the OpenAI id) | in-process and gRPC front, a demo per group |
@@ -122,6 +123,7 @@ mod grpc_passthrough;
 mod guard;
 mod interop;
 mod layering;
+mod load_report;
 mod metrics;
 mod openai;
 mod pool;
