@@ -15,6 +15,7 @@
 //! | `identity_<type>` for bool, int8..64, uint8..64, fp16, bf16, fp32, fp64, bytes | INPUT0 → OUTPUT0, `[-1]` | 8 |
 //! | `string_single` | INPUT0 BYTES `[1]` → OUTPUT0 | 0 |
 //! | `slow_identity` | INPUT0 FP32 `[-1]` → OUTPUT0, after request parameter `delay_ms` ms | 0 |
+//! | `fixed_capacity` | as `add_sub` (without labels); at most 4 at once, 10 ms each, the others waiting in arrival order (400 req/s: the overload benchmark's upstream) | 0 |
 //! | `repeat_decoupled` (decoupled) | INPUT0 INT32 `[1]` = N → N responses OUTPUT0 = `[i]`, 10 ms apart | 0 |
 //! | `llm_vllm` (decoupled) | the vLLM backend's inputs (`text_input`, `sampling_parameters`, ...) → `text_output`, `num_input_tokens`, `num_output_tokens`: the prompt's words, a token each, 2 ms apart | 0 |
 //! | `llm_trtllm` (decoupled) | the TensorRT-LLM backend's (`text_input`, `max_tokens`, `temperature`, ...; all but those two optional) → the same | 8 |
@@ -37,11 +38,12 @@
 //! (the tests of what the gateway makes of those servers).
 //!
 //! Code map: `models.rs` (the table and what each model computes),
-//! `llm.rs` (the two language models),
+//! `llm.rs` (the two language models), `capacity.rs` (a model's slots),
 //! `validate.rs` (request checks), `classify.rs` (top-K outputs),
 //! `quirks.rs` (the ways it can differ from Triton),
 //! `service.rs` (the RPCs), `stream_stats.rs` (stream counters), `tests.rs`.
 
+mod capacity;
 mod classify;
 mod llm;
 mod models;

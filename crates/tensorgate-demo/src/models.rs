@@ -170,6 +170,10 @@ pub(crate) enum Pacing {
     /// With a pause of this many milliseconds before every response but the
     /// first (config parameter `delay_ms`; the request parameter overrides it).
     Interval(u64),
+    /// At most `slots` requests execute at once (its instance count), each
+    /// for `ms` milliseconds (config parameter `delay_ms`); the others wait
+    /// their turn in arrival order (`capacity`).
+    Capacity { slots: usize, ms: u64 },
 }
 
 /// One demo model.
@@ -224,7 +228,12 @@ impl ModelSpec {
     /// The `ModelConfig` answer, shaped like a config Triton has normalized.
     pub(crate) fn config(&self) -> ModelConfig {
         let mut parameters = std::collections::HashMap::new();
-        if let Pacing::Interval(ms) = self.pacing {
+        let (instances, delay_ms) = match self.pacing {
+            Pacing::Interval(ms) => (1, Some(ms)),
+            Pacing::Capacity { slots, ms } => (slots, Some(ms)),
+            Pacing::Immediate | Pacing::RequestDelay => (1, None),
+        };
+        if let Some(ms) = delay_ms {
             parameters.insert(
                 "delay_ms".to_owned(),
                 ModelParameter {
@@ -279,7 +288,7 @@ impl ModelSpec {
             instance_group: vec![ModelInstanceGroup {
                 name: format!("{}_0", self.name),
                 kind: model_instance_group::Kind::Cpu as i32,
-                count: 1,
+                count: i32::try_from(instances).unwrap_or(i32::MAX),
                 ..Default::default()
             }],
             parameters,
@@ -348,6 +357,17 @@ pub(crate) fn catalog() -> Vec<ModelSpec> {
             decoupled: true,
             pacing: Pacing::Interval(10),
             compute: repeat,
+        },
+        // The overload benchmark's upstream: add_sub's inputs and outputs,
+        // 4 at once, 10 ms each (400 req/s); more wait in arrival order.
+        ModelSpec {
+            name: "fixed_capacity",
+            max_batch_size: 0,
+            inputs: vec![fp32_vec("INPUT0"), fp32_vec("INPUT1")],
+            outputs: vec![fp32_vec("OUTPUT0"), fp32_vec("OUTPUT1")],
+            decoupled: false,
+            pacing: Pacing::Capacity { slots: 4, ms: 10 },
+            compute: add_sub,
         },
         ModelSpec {
             name: "slow_identity",

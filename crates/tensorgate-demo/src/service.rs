@@ -18,6 +18,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::capacity::Gate;
 use super::classify::classify;
 use super::models::{catalog, protocol_name, ModelSpec, Outputs, Pacing, Responses, VERSION};
 use super::quirks::Quirks;
@@ -51,6 +52,8 @@ pub(crate) struct DemoState {
     /// Per model (same index): loaded (READY) or unloaded.
     loaded: Vec<AtomicBool>,
     counters: Vec<Mutex<Counters>>,
+    /// Per model (same index): the slots of a model of fixed capacity.
+    gates: Vec<Option<Gate>>,
     pub infer_count: AtomicU64,
     pub last_request: Mutex<Option<ModelInferRequest>>,
     /// The `traceparent` metadata of the last `ModelInfer`.
@@ -78,6 +81,15 @@ impl DemoState {
         DemoState {
             loaded: models.iter().map(|_| AtomicBool::new(true)).collect(),
             counters: models.iter().map(|_| Mutex::default()).collect(),
+            gates: models
+                .iter()
+                .map(|m| match m.pacing {
+                    Pacing::Capacity { slots, ms } => {
+                        Some(Gate::new(slots, Duration::from_millis(ms)))
+                    }
+                    _ => None,
+                })
+                .collect(),
             models,
             infer_count: AtomicU64::new(0),
             last_request: Mutex::new(None),
@@ -113,6 +125,12 @@ impl DemoState {
     fn called(&self, method: &'static str) -> Result<(), Status> {
         *lock(&self.calls).entry(method).or_default() += 1;
         self.quirks().refuse_method(method).map_or(Ok(()), Err)
+    }
+
+    /// The slots of `name`, a model of fixed capacity.
+    #[cfg(test)]
+    pub(crate) fn gate(&self, name: &str) -> Option<&Gate> {
+        self.gates[self.find(name)?].as_ref()
     }
 
     fn find(&self, name: &str) -> Option<usize> {
@@ -304,8 +322,8 @@ impl DemoService {
         Ok((index, prepare(self.model(index), request)?))
     }
 
-    /// Runs the model (after its request delay, if it has one) and counts
-    /// the success.
+    /// Runs the model (after its request delay, or its turn and execution
+    /// time when of fixed capacity) and counts the success.
     async fn execute(
         &self,
         index: usize,
@@ -316,6 +334,9 @@ impl DemoService {
         let start = Instant::now();
         if model.pacing == Pacing::RequestDelay {
             sleep_ms(request_delay_ms(request).unwrap_or(0.0)).await;
+        }
+        if let Some(gate) = &self.state.gates[index] {
+            gate.execute().await;
         }
         let responses = (model.compute)(&prepared.inputs)?;
         self.state

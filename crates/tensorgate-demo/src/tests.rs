@@ -694,6 +694,48 @@ async fn metadata_and_config() {
     assert_eq!(config.output[1].label_filename, "");
 }
 
+/// `fixed_capacity` runs 4 requests at once and no more; the rest wait
+/// their turn and are all answered, each with `add_sub`'s outputs. On this
+/// test's one thread every request reaches the gate before a slot can be
+/// given back, so the first 4 take the slots and the other 8 wait.
+#[tokio::test]
+async fn fixed_capacity_runs_four_at_once_and_queues_the_rest() {
+    let service = service();
+    let calls: Vec<_> = (0..12)
+        .map(|i| {
+            let service = service.clone();
+            let request = ModelInferRequest {
+                model_name: "fixed_capacity".to_owned(),
+                ..add_sub(&i.to_string(), &[1.0, 2.0], &[3.0, 5.0])
+            };
+            tokio::spawn(async move { infer(&service, request).await })
+        })
+        .collect();
+    for (i, call) in calls.into_iter().enumerate() {
+        let response = call.await.expect("the call's task ends");
+        assert_eq!(response.id, i.to_string());
+        assert_eq!(
+            response.raw_output_contents,
+            [fp32(&[4.0, 7.0]), fp32(&[-2.0, -3.0])]
+        );
+    }
+    let gate = service.state.gate("fixed_capacity").expect("it has slots");
+    assert_eq!(gate.peak(), 4, "at most 4 at once, and 4 were busy");
+
+    let config = service
+        .model_config(Request::new(ModelConfigRequest {
+            name: "fixed_capacity".into(),
+            version: String::new(),
+        }))
+        .await
+        .unwrap()
+        .into_inner()
+        .config
+        .unwrap();
+    assert_eq!(config.instance_group[0].count, 4);
+    assert_eq!(config.parameters["delay_ms"].string_value, "10");
+}
+
 #[test]
 fn handle_is_send_and_sync() {
     fn check<T: Send + Sync>() {}

@@ -168,6 +168,7 @@ mod tests {
             status: 200,
             close: false,
             inference_header_len,
+            retry_after: false,
             body_len: body.len() as u64,
             body,
         }

@@ -7,7 +7,8 @@ use clap::Parser;
 
 use crate::workload::Workload;
 
-/// Closed-loop HTTP/1.1 (or gRPC) load generator (keep-alive connections).
+/// Closed-loop HTTP/1.1 (or gRPC) load generator (keep-alive connections);
+/// open loop with `--rate`.
 #[derive(Parser, Debug)]
 #[command(name = "load", about)]
 pub(crate) struct Args {
@@ -32,7 +33,8 @@ pub(crate) struct Args {
     /// Extra request header, `Name: value` (repeatable).
     #[arg(long = "header")]
     pub(crate) headers: Vec<String>,
-    /// Concurrent keep-alive connections, each with one request in flight.
+    /// Concurrent keep-alive connections, each with one request in flight
+    /// (with `--rate`, the pool the arrivals go out on).
     #[arg(long, default_value_t = 4)]
     pub(crate) connections: usize,
     /// Measured window, seconds.
@@ -68,6 +70,30 @@ pub(crate) struct Args {
     /// Free-form label copied into the report.
     #[arg(long)]
     pub(crate) label: Option<String>,
+    /// Open loop: this many requests a second in all, Poisson arrivals,
+    /// each sent on an idle connection or counted as not sent (the client
+    /// saturated); HTTP only (module `open_loop`).
+    #[arg(long)]
+    pub(crate) rate: Option<f64>,
+    /// The open loop's seed: the same seed, the same schedule.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Share (0 to 1) of the open loop's requests that carry the priority
+    /// header; each class is reported apart.
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) priority_share: f64,
+    /// The priority header's name (e.g. `x-priority`).
+    #[arg(long)]
+    pub(crate) priority_header: Option<String>,
+    /// The priority header's value (a Triton priority level: 1 the highest).
+    #[arg(long, default_value = "1")]
+    pub(crate) priority_value: String,
+    /// The open loop's unloaded pre-run, before the warmup: requests a second.
+    #[arg(long, default_value_t = 20.0)]
+    pub(crate) unloaded_rate: f64,
+    /// The unloaded pre-run's seconds (0: none).
+    #[arg(long, default_value_t = 2.0)]
+    pub(crate) unloaded_duration: f64,
 }
 
 impl Args {
@@ -81,6 +107,16 @@ impl Args {
             || !seconds(self.timeout, false)
         {
             return Err("--connections, --duration, --timeout and --rate-mb-s must be positive, --warmup not negative".into());
+        }
+        if self.rate.is_some_and(|r| !seconds(r, false))
+            || !seconds(self.unloaded_rate, false)
+            || !seconds(self.unloaded_duration, true)
+            || !(0.0..=1.0).contains(&self.priority_share)
+        {
+            return Err("--rate and --unloaded-rate must be positive, --unloaded-duration not negative, --priority-share from 0 to 1".into());
+        }
+        if self.priority_share > 0.0 && self.priority_header.is_none() {
+            return Err("--priority-share needs --priority-header".into());
         }
         Ok(())
     }
@@ -140,6 +176,10 @@ mod tests {
             &["--warmup=-1"],
             &["--timeout", "NaN"],
             &["--rate-mb-s", "0"],
+            &["--rate", "0"],
+            &["--unloaded-duration=-1"],
+            &["--priority-share", "1.5"],
+            &["--priority-share", "0.1"],
         ] {
             assert!(args(bad).check().is_err(), "{bad:?}");
         }

@@ -175,6 +175,7 @@ impl Conn {
             status,
             close: false,
             inference_header_len: None,
+            retry_after: false,
             body: kept,
             body_len,
         })

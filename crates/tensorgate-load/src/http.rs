@@ -36,6 +36,7 @@ struct Head {
     chunked: bool,
     close: bool,
     inference_header_len: Option<usize>,
+    retry_after: bool,
 }
 
 fn eof() -> io::Error {
@@ -205,6 +206,7 @@ impl Conn {
             status: head.status,
             close,
             inference_header_len: head.inference_header_len,
+            retry_after: head.retry_after,
             body,
             body_len,
         })
@@ -261,6 +263,7 @@ fn parse_head(bytes: &[u8]) -> io::Result<Head> {
         chunked: false,
         close: response.version == Some(0),
         inference_header_len: None,
+        retry_after: false,
     };
     for header in response.headers.iter() {
         let (name, value) = (header.name, String::from_utf8_lossy(header.value));
@@ -282,6 +285,8 @@ fn parse_head(bytes: &[u8]) -> io::Result<Head> {
             }
         } else if name.eq_ignore_ascii_case("inference-header-content-length") {
             head.inference_header_len = value.parse().ok();
+        } else if name.eq_ignore_ascii_case("retry-after") {
+            head.retry_after = true;
         }
     }
     Ok(head)
@@ -336,8 +341,12 @@ mod tests {
         let failed = b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\
             content-length: 14\r\n\r\n{\"error\":\"no\"}";
         let r = exchange(failed, 100, false).await.unwrap();
-        assert_eq!((r.status, r.close), (400, true));
+        assert_eq!((r.status, r.close, r.retry_after), (400, true, false));
         assert_eq!(r.body, br#"{"error":"no"}"#);
+        let busy = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n\
+            content-length: 0\r\n\r\n";
+        let r = exchange(busy, 100, false).await.unwrap();
+        assert_eq!((r.status, r.retry_after), (503, true));
     }
 
     #[tokio::test]

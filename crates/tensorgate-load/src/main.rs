@@ -45,12 +45,28 @@
 //!     --connections 4 --duration 5 --warmup 1 --pid $(pidof tensorgate) --json
 //! ```
 //!
+//! With `--rate R` the loop is open instead (module `open_loop`): Poisson
+//! arrivals at R requests a second in all (module `arrivals`, seeded by
+//! `--seed`), each sent on an idle connection of the `--connections` or
+//! counted as not sent (the client saturated); `--priority-share` of them
+//! carry `--priority-header: --priority-value`. It reports what became of
+//! every arrival: 200s (goodput, p50/p99), 503s (with or without
+//! `Retry-After`, p50/p99), other statuses, I/O errors, timeouts, not
+//! sent; each class apart, and the same for an unloaded pre-run
+//! (`--unloaded-rate` for `--unloaded-duration` seconds) before the load:
+//!
+//! ```text
+//! load --url http://127.0.0.1:8000/v2/models/fixed_capacity/infer --workload w2 \
+//!     --rate 1200 --connections 200 --timeout 5 --duration 30 \
+//!     --priority-share 0.1 --priority-header x-priority --priority-value 1 --json
+//! ```
+//!
 //! One module per job, in the order a run uses them: `cli` (flags),
 //! `workload` (the add_sub inputs and bodies), `request` (the bytes sent),
 //! `link` over `http`, `grpc` and `pace` (the connections), `response`
 //! (the answer either connection reads), `shm` (w6's shared memory), `run`
-//! (the closed loop), `check` (the checked answer), `cpu` (`/proc`
-//! samples), `stats` and `report`.
+//! (the closed loop), `arrivals` and `open_loop` (the open loop), `check`
+//! (the checked answer), `cpu` (`/proc` samples), `stats` and `report`.
 
 use std::io;
 use std::process::ExitCode;
@@ -58,12 +74,14 @@ use std::time::Duration;
 
 use clap::Parser;
 
+mod arrivals;
 mod check;
 mod cli;
 mod cpu;
 mod grpc;
 mod http;
 mod link;
+mod open_loop;
 mod pace;
 mod report;
 mod request;
@@ -132,6 +150,47 @@ fn main() -> ExitCode {
     let validation = (!args.no_validate)
         .then(|| runtime.block_on(run::check_once(target, &request, schedule.timeout)));
     let ticks = cpu::ticks_per_second();
+    if let Some(rate) = args.rate {
+        if request.grpc || request.shm.is_some() {
+            return usage("--rate is for HTTP workloads (not gRPC, not w6)");
+        }
+        let high = match &args.priority_header {
+            Some(name) => request::with_header(&request.bytes, name, &args.priority_value),
+            None => request.bytes.clone(),
+        };
+        let requests = open_loop::Requests {
+            normal: request.bytes.clone(),
+            high,
+        };
+        let plan = open_loop::Plan {
+            rate,
+            share: args.priority_share,
+            seed: args.seed,
+            unloaded: (args.unloaded_duration > 0.0).then(|| {
+                (
+                    args.unloaded_rate,
+                    Duration::from_secs_f64(args.unloaded_duration),
+                )
+            }),
+            warmup: schedule.warmup,
+            duration: schedule.duration,
+            timeout: schedule.timeout,
+        };
+        let measured = runtime.block_on(open_loop::run(
+            target,
+            requests,
+            args.connections,
+            &plan,
+            &pid_groups,
+        ));
+        let run = report::OpenRun {
+            measured: &measured,
+            validation: validation.as_ref(),
+            pid_groups: &pid_groups,
+            ticks,
+        };
+        return print(report::open_loop(&args, &run));
+    }
     let measured = runtime.block_on(run::load(
         target,
         request.bytes.clone(),
@@ -146,7 +205,7 @@ fn main() -> ExitCode {
             eprintln!("load: unregistering the shared-memory regions: {e}");
         }
     }
-    let (out, failed) = report::report(
+    print(report::report(
         &args,
         &report::Run {
             request: &request,
@@ -155,7 +214,11 @@ fn main() -> ExitCode {
             pid_groups: &pid_groups,
             ticks,
         },
-    );
+    ))
+}
+
+/// Writes the report; exit status 1 if the run failed.
+fn print((out, failed): (String, bool)) -> ExitCode {
     // A closed stdout (e.g. `| head`) is not worth a panic.
     let _ = io::Write::write_all(&mut io::stdout().lock(), out.as_bytes());
     if failed {

@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 use serde_json::{json, Value};
 
 use crate::cli::Args;
+use crate::cpu::CpuSample;
+use crate::open_loop::{self, Class};
 use crate::request::Request;
 use crate::run::Measured;
 use crate::stats::percentile;
@@ -30,36 +32,18 @@ pub(crate) fn report(args: &Args, run: &Run<'_>) -> (String, bool) {
         after,
         window,
     } = run.measured;
-    let (ticks, window) = (run.ticks, *window);
+    let window = *window;
     let mut lat = stats.latencies_us.clone();
     lat.sort_unstable();
     let ok = lat.len() as u64;
     let errors = stats.errors();
     let rps = ok as f64 / window;
-    let per_req = |d: Option<u64>| -> Option<f64> {
-        let d = d? as f64 / ticks * 1e6;
-        (ok > 0).then(|| d / ok as f64)
-    };
-    let delta = |a: Option<u64>, b: Option<u64>| b?.checked_sub(a?);
-    let cpu: Vec<Value> = run
-        .pid_groups
-        .iter()
-        .enumerate()
-        .map(|(i, g)| {
-            let d = delta(before.groups[i], after.groups[i]);
-            json!({
-                "pids": g,
-                "cpu_us_per_req": per_req(d),
-                "cpu_cores": d.map(|d| d as f64 / ticks / window),
-            })
-        })
-        .collect();
-    let own = delta(before.own, after.own);
-    let client_cpu = per_req(own);
-    let machine_busy = match (before.machine, after.machine) {
-        (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => Some((b1 - b0) as f64 / (t1 - t0) as f64),
-        _ => None,
-    };
+    let Cpu {
+        groups: cpu,
+        client_us_per_req: client_cpu,
+        client_cores,
+        machine_busy,
+    } = Cpu::over(run.pid_groups, (before, after), window, run.ticks, ok);
     let mean_us = if ok > 0 {
         lat.iter().map(|&v| v as f64).sum::<f64>() / ok as f64
     } else {
@@ -104,7 +88,7 @@ pub(crate) fn report(args: &Args, run: &Run<'_>) -> (String, bool) {
             }),
             "cpu": cpu,
             "client_cpu_us_per_req": client_cpu,
-            "client_cpu_cores": own.map(|d| d as f64 / ticks / window),
+            "client_cpu_cores": client_cores,
             "machine_busy": machine_busy,
         });
         let _ = writeln!(out, "{report}");
@@ -156,6 +140,197 @@ pub(crate) fn report(args: &Args, run: &Run<'_>) -> (String, bool) {
     (out, failed)
 }
 
+/// The CPU the `--pid` groups and the client spent over a window of
+/// `requests` requests, and how busy the machine was.
+struct Cpu {
+    /// Per group: its PIDs, µs per request, cores.
+    groups: Vec<Value>,
+    client_us_per_req: Option<f64>,
+    client_cores: Option<f64>,
+    machine_busy: Option<f64>,
+}
+
+impl Cpu {
+    fn over(
+        pid_groups: &[Vec<String>],
+        (before, after): (&CpuSample, &CpuSample),
+        window: f64,
+        ticks: f64,
+        requests: u64,
+    ) -> Cpu {
+        let per_req = |d: Option<u64>| -> Option<f64> {
+            let d = d? as f64 / ticks * 1e6;
+            (requests > 0).then(|| d / requests as f64)
+        };
+        let delta = |a: Option<u64>, b: Option<u64>| b?.checked_sub(a?);
+        let groups = pid_groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let d = delta(before.groups[i], after.groups[i]);
+                json!({
+                    "pids": g,
+                    "cpu_us_per_req": per_req(d),
+                    "cpu_cores": d.map(|d| d as f64 / ticks / window),
+                })
+            })
+            .collect();
+        let own = delta(before.own, after.own);
+        let machine_busy = match (before.machine, after.machine) {
+            (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => {
+                Some((b1 - b0) as f64 / (t1 - t0) as f64)
+            }
+            _ => None,
+        };
+        Cpu {
+            groups,
+            client_us_per_req: per_req(own),
+            client_cores: own.map(|d| d as f64 / ticks / window),
+            machine_busy,
+        }
+    }
+}
+
+/// The open loop's report inputs besides the command line.
+pub(crate) struct OpenRun<'a> {
+    pub(crate) measured: &'a open_loop::Measured,
+    pub(crate) validation: Option<&'a Result<(), String>>,
+    pub(crate) pid_groups: &'a [Vec<String>],
+    pub(crate) ticks: f64,
+}
+
+/// One class's (or both classes') numbers over `window` seconds.
+fn class_json(c: &Class, window: f64) -> Value {
+    let sorted = |v: &[u32]| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v
+    };
+    let (ok, refused, lag) = (sorted(&c.ok_us), sorted(&c.refused_us), sorted(&c.lag_us));
+    json!({
+        "offered": c.offered(),
+        "sent": c.sent(),
+        "not_sent": c.not_sent,
+        "ok": ok.len(),
+        "goodput_rps": ok.len() as f64 / window,
+        "p50_us": percentile(&ok, 0.50),
+        "p99_us": percentile(&ok, 0.99),
+        "max_us": ok.last().copied().unwrap_or(0),
+        "refused": refused.len(),
+        "refused_without_retry_after": c.refused_without_retry_after,
+        "refused_p50_us": percentile(&refused, 0.50),
+        "refused_p99_us": percentile(&refused, 0.99),
+        "other_statuses": c.statuses.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        "io_errors": c.io_errors,
+        "timeouts": c.timeouts,
+        "lost": c.lost(),
+        "lag_p99_us": percentile(&lag, 0.99),
+    })
+}
+
+/// The open loop's report: per phase both classes together and each
+/// apart. Failed: a failed check, or not one 200 in the window.
+pub(crate) fn open_loop(args: &Args, run: &OpenRun<'_>) -> (String, bool) {
+    let m = run.measured;
+    let window = m.window;
+    let all = Class::both(&m.measured.normal, &m.measured.high);
+    let unloaded = Class::both(&m.unloaded.normal, &m.unloaded.high);
+    let warmup = Class::both(&m.warmup.normal, &m.warmup.high);
+    let ok = all.ok_us.len() as u64;
+    let cpu = Cpu::over(run.pid_groups, (&m.before, &m.after), window, run.ticks, ok);
+    let unloaded_s = args.unloaded_duration;
+    let failed = matches!(run.validation, Some(Err(_))) || ok == 0;
+    let mut report = class_json(&all, window);
+    let fields = json!({
+        "label": args.label,
+        "url": args.url,
+        "mode": "open",
+        "workload": args.workload.map(|w| w.name()),
+        "rate": args.rate,
+        "seed": args.seed,
+        "connections": args.connections,
+        "timeout_s": args.timeout,
+        "priority_share": args.priority_share,
+        "priority_header": args.priority_header,
+        "window_s": window,
+        "high": class_json(&m.measured.high, window),
+        "normal": class_json(&m.measured.normal, window),
+        "unloaded": {
+            "rate": args.unloaded_rate,
+            "duration_s": unloaded_s,
+            "all": class_json(&unloaded, unloaded_s),
+            "high": class_json(&m.unloaded.high, unloaded_s),
+            "normal": class_json(&m.unloaded.normal, unloaded_s),
+        },
+        "warmup": class_json(&warmup, args.warmup),
+        "first_error": m.first_error,
+        "first_refusal": m.first_refusal,
+        "validation": run.validation.map(|v| match v {
+            Ok(()) => "ok".to_string(),
+            Err(e) => e.clone(),
+        }),
+        "cpu": cpu.groups,
+        "client_cpu_us_per_req": cpu.client_us_per_req,
+        "client_cpu_cores": cpu.client_cores,
+        "machine_busy": cpu.machine_busy,
+    });
+    if let (Value::Object(report), Value::Object(fields)) = (&mut report, fields) {
+        report.extend(fields);
+    }
+    let mut out = String::new();
+    if args.json {
+        let _ = writeln!(out, "{report}");
+        return (out, failed);
+    }
+    let n = |key: &str| report[key].as_u64().unwrap_or(0);
+    let us = |v: &Value| fmt_us(v.as_u64().unwrap_or(0) as u32);
+    let _ = writeln!(
+        out,
+        "{} (open loop, {} req/s on {} connections, {:.1} s): offered {}, sent {}, not sent (client saturated) {}",
+        args.url,
+        args.rate.unwrap_or(0.0),
+        args.connections,
+        window,
+        n("offered"),
+        n("sent"),
+        n("not_sent"),
+    );
+    let _ = writeln!(
+        out,
+        "  200: {} ({:.1} req/s), p50 {}, p99 {}; 503: {} ({} without Retry-After), p50 {}, p99 {}; other statuses {:?}, I/O errors {}, timeouts {}",
+        n("ok"),
+        report["goodput_rps"].as_f64().unwrap_or(0.0),
+        us(&report["p50_us"]),
+        us(&report["p99_us"]),
+        n("refused"),
+        n("refused_without_retry_after"),
+        us(&report["refused_p50_us"]),
+        us(&report["refused_p99_us"]),
+        all.statuses,
+        n("io_errors"),
+        n("timeouts"),
+    );
+    for class in ["high", "normal"] {
+        let (loaded, idle) = (&report[class], &report["unloaded"][class]);
+        let _ = writeln!(
+            out,
+            "  {class} priority: {} of {} answered 200, p50 {}, p99 {} (unloaded p99 {})",
+            loaded["ok"],
+            loaded["offered"],
+            us(&loaded["p50_us"]),
+            us(&loaded["p99_us"]),
+            us(&idle["p99_us"]),
+        );
+    }
+    if let Some(Err(e)) = run.validation {
+        let _ = writeln!(out, "  validation FAILED: {e}");
+    }
+    if let Some(e) = &m.first_error {
+        let _ = writeln!(out, "  first error: {e}");
+    }
+    (out, failed)
+}
+
 /// A latency for the text report: µs below 10 ms, then ms.
 fn fmt_us(us: u32) -> String {
     if us >= 10_000 {
@@ -170,7 +345,6 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::cpu::CpuSample;
     use crate::stats::Stats;
 
     fn sample(group: u64, own: u64, machine: (u64, u64)) -> CpuSample {
@@ -256,5 +430,85 @@ mod tests {
             run_report(&[], Stats::default()).1,
             "no request is a failure"
         );
+    }
+
+    #[test]
+    fn the_open_loop_report_counts_every_arrival_and_each_class_apart() {
+        use crate::open_loop::{Class, Tally};
+        let args = Args::try_parse_from([
+            "load",
+            "--url",
+            "http://127.0.0.1:1",
+            "--rate",
+            "10",
+            "--json",
+        ])
+        .unwrap();
+        let mut normal = Class {
+            not_sent: 2,
+            ok_us: vec![1000, 3000],
+            refused_us: vec![100, 200, 300],
+            refused_without_retry_after: 1,
+            io_errors: 1,
+            ..Class::default()
+        };
+        normal.statuses.insert(504, 1);
+        let high = Class {
+            ok_us: vec![2000],
+            timeouts: 1,
+            ..Class::default()
+        };
+        let unloaded = Tally {
+            high: Class {
+                ok_us: vec![500, 700],
+                ..Class::default()
+            },
+            ..Tally::default()
+        };
+        let measured = open_loop::Measured {
+            unloaded,
+            warmup: Tally::default(),
+            measured: Tally { normal, high },
+            before: sample(100, 10, (50, 1000)),
+            after: sample(300, 20, (550, 2000)),
+            window: 2.0,
+            first_error: None,
+            first_refusal: None,
+        };
+        let (text, failed) = open_loop(
+            &args,
+            &OpenRun {
+                measured: &measured,
+                validation: None,
+                pid_groups: &[vec!["7".into()]],
+                ticks: 100.0,
+            },
+        );
+        assert!(!failed);
+        let r: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            (r["offered"].as_u64(), r["sent"].as_u64()),
+            (Some(11), Some(9))
+        );
+        assert_eq!(
+            (r["ok"].as_u64(), r["goodput_rps"].as_f64()),
+            (Some(3), Some(1.5))
+        );
+        assert_eq!(
+            (r["p50_us"].as_u64(), r["p99_us"].as_u64()),
+            (Some(2000), Some(3000))
+        );
+        assert_eq!(
+            (r["refused"].as_u64(), r["refused_p99_us"].as_u64()),
+            (Some(3), Some(300))
+        );
+        // A 504, an I/O error, a timeout and a 503 without Retry-After.
+        assert_eq!(r["lost"], 4);
+        assert_eq!(
+            (r["high"]["ok"].as_u64(), r["high"]["timeouts"].as_u64()),
+            (Some(1), Some(1))
+        );
+        assert_eq!(r["unloaded"]["high"]["p99_us"], 700);
+        assert_eq!(r["cpu"][0]["cpu_cores"], 1.0);
     }
 }

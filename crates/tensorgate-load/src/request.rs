@@ -36,6 +36,23 @@ impl Request {
     }
 }
 
+/// An HTTP/1.1 request's bytes with the header `name: value` after its
+/// request line (the open loop's high-priority class).
+pub(crate) fn with_header(request: &[u8], name: &str, value: &str) -> Bytes {
+    let line_end = request
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .map_or(request.len(), |i| i + 2);
+    let header = format!("{name}: {value}\r\n");
+    [
+        &request[..line_end],
+        header.as_bytes(),
+        &request[line_end..],
+    ]
+    .concat()
+    .into()
+}
+
 /// The URL's parts: where to connect, the Host header, the path.
 struct Url {
     addr: SocketAddr,
@@ -206,6 +223,15 @@ mod tests {
             b"GET /v2/health/ready HTTP/1.1\r\nHost: [::1]:9\r\nX-A: 1\r\n\r\n"
         );
         assert_eq!(r.body_len, 0);
+    }
+
+    #[test]
+    fn a_header_goes_after_the_request_line() {
+        let r = request(&["--url", "http://127.0.0.1:9/x", "--header", "X-A: 1"]).unwrap();
+        assert_eq!(
+            &with_header(&r.bytes, "x-priority", "1")[..],
+            b"GET /x HTTP/1.1\r\nx-priority: 1\r\nHost: 127.0.0.1:9\r\nX-A: 1\r\n\r\n"
+        );
     }
 
     #[test]

@@ -11,6 +11,8 @@ pub(crate) struct Response {
     /// The server closes the connection after it.
     pub(crate) close: bool,
     pub(crate) inference_header_len: Option<usize>,
+    /// The answer has a `Retry-After` header (HTTP; never for gRPC).
+    pub(crate) retry_after: bool,
     /// Body bytes, kept only when asked (or a sample for non-200).
     pub(crate) body: Vec<u8>,
     pub(crate) body_len: u64,
