@@ -53,7 +53,7 @@ pub struct Metrics {
     /// knows: only recorded once the model resolved).
     pub llm: LlmMetrics,
     /// Admission control, per group (`app::admission`): calls by outcome
-    /// (admitted, or refused: full, displaced, timeout, deadline) and
+    /// (admitted, or refused: full, displaced, backlog, timeout, deadline) and
     /// priority class (high, default, low: the level against the group's
     /// default); the waits of queued calls; waiting, in flight, the limit.
     pub admission_calls: IntCounterVec,
@@ -129,7 +129,7 @@ impl Metrics {
             mirror_calls: counter("tensorgate_mirror_calls_total", "Mirror calls sent, by routing rule, mirror group and outcome (ok, error).", &["rule", "group", "outcome"]),
             mirror_skipped: counter("tensorgate_mirror_skipped_total", "Requests a rule's mirror would have copied but did not, by reason (size, inflight, streamed, shared_memory).", &["rule", "reason"]),
             mirror_agreement: counter("tensorgate_mirror_agreement_total", "Mirrored inferences by verdict: agree (outputs equal, or within the mirror's tolerance), differ, uncompared (either call failed, or the answer was over max_bytes).", &["rule", "verdict"]),
-            admission_calls: counter("tensorgate_admission_total", "Inference calls through a group's admission control, by group, outcome (admitted; refused: full, displaced, timeout, deadline) and priority class (high, default, low).", &["group", "outcome", "priority"]),
+            admission_calls: counter("tensorgate_admission_total", "Inference calls through a group's admission control, by group, outcome (admitted; refused: full, displaced, backlog, timeout, deadline) and priority class (high, default, low).", &["group", "outcome", "priority"]),
             admission_wait: histogram("tensorgate_admission_wait_seconds", "Time calls waited in a group's admission queue (admitted or refused after a wait), by group.", &["group"]),
             admission_queued: gauge("tensorgate_admission_queue_length", "Calls waiting in a group's admission queue.", &["group"]),
             admission_in_flight: gauge("tensorgate_admission_in_flight", "Calls holding a slot of a group's admission control.", &["group"]),

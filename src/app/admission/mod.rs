@@ -19,6 +19,10 @@
 //!   `sequence_id` without `sequence_start`) is admitted at once, above the
 //!   limit if need be: a sequence is never delayed, reordered or dropped
 //!   mid-way; its start is new work and waits like any;
+//! - a call that must wait and can expect to wait longer than 80 % of its
+//!   bound (the calls ahead of it, of its level or better, at the group's
+//!   service time per slot, stretched as waits have turned out to be) is
+//!   refused as it arrives, not at the end of a wait it would not survive;
 //! - a call that must wait is given until `queue_timeout_ms` or its own
 //!   deadline less the group's usual service time, whichever is sooner: a
 //!   call whose deadline would pass before a slot frees and it is served is
@@ -73,6 +77,9 @@ enum Refusal {
     Timeout,
     /// Its deadline would pass before a slot freed and it was served.
     Deadline,
+    /// The calls ahead of it would take longer than it may wait: refused
+    /// as it arrives rather than at the end of a wait it would not survive.
+    Backlog { expected: Duration, bound: Duration },
 }
 
 impl Refusal {
@@ -82,6 +89,7 @@ impl Refusal {
             Refusal::Displaced => "displaced",
             Refusal::Timeout => "timeout",
             Refusal::Deadline => "deadline",
+            Refusal::Backlog { .. } => "backlog",
         }
     }
 }
@@ -118,6 +126,9 @@ struct State {
     arrivals: u64,
     /// A moving average of the calls' service time (seconds).
     service: f64,
+    /// A moving average of how much longer waits are than their estimate
+    /// at arrival (better levels arriving later go ahead of a waiter).
+    stretch: f64,
 }
 
 impl State {
@@ -126,6 +137,25 @@ impl State {
     }
 
     /// Slots free under the limit go to the best waiters.
+    /// The wait a newcomer of `level` can expect: the calls ahead of it
+    /// (of its level or better) and itself, a slot freeing every service
+    /// time per slot of the limit, stretched as waits have been.
+    fn expected_wait(&self, level: u32, service: Duration) -> Duration {
+        let ahead = self.waiting.range(..(level.saturating_add(1), 0)).count();
+        let per_slot = (ahead + 1) as f64 / self.limit().max(1) as f64;
+        service.mul_f64(per_slot * self.stretch)
+    }
+
+    /// A waiter got its slot after `took`, having expected `expected`.
+    fn waited(&mut self, took: Duration, expected: Duration) {
+        if expected.is_zero() {
+            return;
+        }
+        // Against the estimate before it was stretched.
+        let sample = took.as_secs_f64() / expected.as_secs_f64() * self.stretch;
+        self.stretch += SERVICE_WEIGHT * (sample.clamp(0.5, 8.0) - self.stretch);
+    }
+
     fn fill(&mut self) {
         while self.in_flight < self.limit() {
             let Some((_, waiter)) = self.waiting.pop_first() else {
@@ -154,6 +184,13 @@ impl Drop for Permit {
         self.gate.release(took);
     }
 }
+
+/// The share of its longest wait a newcomer's expected wait may fill: the
+/// rest is room for calls of better levels that arrive after it and go
+/// ahead, and for the estimate's error, so that a call let into the queue
+/// is rarely refused at the end of its wait (a refusal should come at
+/// once, while the client can still go elsewhere).
+const BACKLOG_SHARE: f64 = 0.8;
 
 /// The weight of a new service time in the moving average (1/8, as TCP's
 /// smoothed round-trip time).
@@ -186,6 +223,7 @@ impl Gate {
             waiting: BTreeMap::new(),
             arrivals: 0,
             service: 0.0,
+            stretch: 1.0,
         };
         Arc::new(Gate {
             group: group.into(),
@@ -210,7 +248,7 @@ impl Gate {
             .priority
             .filter(|&p| p > 0)
             .unwrap_or(self.default_priority);
-        let (place, receiver, bound, by_deadline) = {
+        let (place, receiver, bound, by_deadline, expected) = {
             let mut state = self.lock();
             if ask.continues_sequence || state.in_flight < state.limit() {
                 state.in_flight += 1;
@@ -228,6 +266,11 @@ impl Gate {
             if bound.is_zero() {
                 drop(state);
                 return Err(self.refused(Refusal::Deadline, level, ask));
+            }
+            let expected = state.expected_wait(level, service);
+            if expected.mul_f64(1.0 / BACKLOG_SHARE) > bound {
+                drop(state);
+                return Err(self.refused(Refusal::Backlog { expected, bound }, level, ask));
             }
             if state.waiting.len() >= self.queue_length {
                 let worst = state.waiting.last_key_value().map(|(place, _)| place.0);
@@ -247,7 +290,7 @@ impl Gate {
             let place = (level, state.arrivals);
             state.arrivals += 1;
             state.waiting.insert(place, sender);
-            (place, receiver, bound, by_deadline)
+            (place, receiver, bound, by_deadline, expected)
         };
         let queued = Instant::now();
         let mut waiter = Waiter {
@@ -265,12 +308,16 @@ impl Gate {
         };
         match handed {
             Some(Handed::Slot) => {
+                self.lock().waited(queued.elapsed(), expected);
                 self.count("admitted", level);
                 Ok(self.permit(ask))
             }
             Some(Handed::Displaced) => Err(self.refused(Refusal::Displaced, level, ask)),
-            None if by_deadline => Err(self.refused(Refusal::Deadline, level, ask)),
-            None => Err(self.refused(Refusal::Timeout, level, ask)),
+            None => {
+                // A wait that ran out took at least its bound.
+                self.lock().waited(bound, expected);
+                Err(self.refused(timed_out(by_deadline), level, ask))
+            }
         }
     }
 
@@ -324,6 +371,11 @@ impl Gate {
                 "the request's deadline of {} would pass before a slot freed",
                 duration_text(ask.deadline.unwrap_or_default())
             ),
+            Refusal::Backlog { expected, bound } => format!(
+                "the calls ahead of it would take about {}, longer than it may wait ({})",
+                duration_text(expected),
+                duration_text(bound)
+            ),
         };
         Error::new(
             Kind::Overloaded,
@@ -346,6 +398,14 @@ impl Gate {
                 .and_then(Gradient::min_rtt)
                 .map(|d| d.as_secs_f64() * 1e3),
         }
+    }
+}
+
+/// The refusal of a wait that ran out: its deadline's, or the queue's.
+fn timed_out(by_deadline: bool) -> Refusal {
+    match by_deadline {
+        true => Refusal::Deadline,
+        false => Refusal::Timeout,
     }
 }
 
@@ -551,6 +611,34 @@ mod tests {
         );
         assert!(refused.message.contains("deadline"));
         assert_eq!(outcome(&metrics, "deadline", "default"), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_whose_wait_would_outlast_its_bound_is_refused_as_it_arrives() {
+        let (gate, metrics) = gate("max_concurrency = 1\nqueue_timeout_ms = 100");
+        // 40 ms a call, learnt.
+        for _ in 0..64 {
+            let permit = gate.admit(Ask::default()).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(40)).await;
+            drop(permit);
+        }
+        let _held = gate.admit(Ask::default()).await.unwrap();
+        // Ahead of the first: nothing (40 ms, within 80 % of 100 ms); of
+        // the second, one (80 ms: within); of the third, two (120 ms).
+        let _first = queued(&gate, Ask::default()).await;
+        let _second = queued(&gate, Ask::default()).await;
+        let started = tokio::time::Instant::now();
+        let refused = gate.admit(Ask::default()).await.err().expect("backlog");
+        assert_eq!(started.elapsed(), Duration::ZERO, "refused as it arrived");
+        assert!(
+            refused.message.contains("longer than it may wait (100 ms)"),
+            "{}",
+            refused.message
+        );
+        assert_eq!(outcome(&metrics, "backlog", "default"), 1);
+        // A better level has nobody ahead of it.
+        let _urgent = queued(&gate, at(1)).await;
+        assert_eq!(gate.view().waiting, 3);
     }
 
     #[tokio::test(start_paused = true)]
