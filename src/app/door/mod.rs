@@ -63,19 +63,15 @@ pub(crate) struct Aim<'a> {
     pub(crate) sequence: Option<&'a [u8]>,
     /// Routed already (a request whose calls must all take one route).
     pub(crate) routed: Option<&'a Routed>,
-    /// Where its Triton parameters are, for its group's admission control
-    /// (read only when the group has one).
-    pub(crate) parameters: Parameters<'a>,
+    /// Its Triton parameters as a gRPC message's map (a relayed call's
+    /// leading fields), for its group's admission control (read only when
+    /// the group has one).
+    pub(crate) parameters: Option<&'a Parameters>,
 }
 
-/// A call's Triton parameters, as the front has them.
-#[derive(Clone, Copy, Default)]
-pub(crate) enum Parameters<'a> {
-    #[default]
-    None,
-    /// A gRPC message's map (a relayed call's leading fields included).
-    Grpc(&'a std::collections::HashMap<String, crate::proto::inference::InferParameter>),
-}
+/// A gRPC message's Triton parameters.
+pub(crate) type Parameters =
+    std::collections::HashMap<String, crate::proto::inference::InferParameter>;
 
 impl<'a> Aim<'a> {
     /// A server-wide call: any ready backend.
@@ -84,7 +80,7 @@ impl<'a> Aim<'a> {
         version: None,
         sequence: None,
         routed: None,
-        parameters: Parameters::None,
+        parameters: None,
     };
 
     /// A call about one model: a backend serving it (`""`: server-wide,
@@ -123,8 +119,11 @@ impl<'a> Aim<'a> {
     }
 
     /// The call, its Triton parameters in `parameters`.
-    pub(crate) fn with_parameters(self, parameters: Parameters<'a>) -> Aim<'a> {
-        Aim { parameters, ..self }
+    pub(crate) fn with_parameters(self, parameters: &'a Parameters) -> Aim<'a> {
+        Aim {
+            parameters: Some(parameters),
+            ..self
+        }
     }
 
     /// A call about `model` with a sequence's key, if it has one.
@@ -249,12 +248,9 @@ async fn admit(
     gate.admit(ask).await.map(Some)
 }
 
-/// What `parameters` ask of admission.
-fn asks_of(parameters: Parameters<'_>) -> Asks {
-    match parameters {
-        Parameters::None => Asks::default(),
-        Parameters::Grpc(map) => Asks::of_parameters(map),
-    }
+/// What `parameters` ask of admission (none: nothing).
+fn asks_of(parameters: Option<&Parameters>) -> Asks {
+    parameters.map(Asks::of_parameters).unwrap_or_default()
 }
 
 /// Which backends of the routed group may take the call: those serving

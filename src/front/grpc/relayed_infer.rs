@@ -406,7 +406,7 @@ async fn relay(gateway: &Gateway, large: Large) -> http::Response<Body> {
     let sequence = parameters_sequence_key(&leading.parameters);
     let aim = Aim::sequenced(&leading.model_name, sequence.as_deref())
         .on(&routed)
-        .with_parameters(door::Parameters::Grpc(&leading.parameters));
+        .with_parameters(&leading.parameters);
     let relay = relay_of(&client_metadata);
     let answer = door::relay_raw(gateway, &ctx, aim, &relay, message).await;
     match answer {
