@@ -2,9 +2,11 @@
 //! (module `arrivals`: Poisson, seeded), not when an answer came back, so
 //! a slow server meets the same offered load a fast one does.
 //!
-//! `--connections` keep-alive connections are opened first. Each arrival
-//! goes out on an idle connection at once; when every connection has a
-//! request in flight it is not sent and counted as such ("not sent: the
+//! `--connections` keep-alive connections are opened first, each carrying
+//! one request (`opened`: a server may close a connection that never sent
+//! one; a kept-alive one it keeps). Each arrival goes out on an idle
+//! connection at once; when every connection has a request in flight it
+//! is not sent and counted as such ("not sent: the
 //! client saturated", a loss of the client's, not the server's: more
 //! connections would have sent it). A request's latency runs from its first
 //! byte written to its answer's last byte read (a reconnect after a closed
@@ -366,6 +368,37 @@ impl Dispatcher {
     }
 }
 
+/// `connections` links to `target`, opened before the first arrival, each
+/// after one exchange of `request` (its answer, whatever it is, is not
+/// counted). A link that has carried a request is a kept-alive connection,
+/// as a client's pool holds: one that never sent anything is closed by a
+/// server's first-request deadline (tensorgate's `handshake_timeout_ms`,
+/// 5 s), and the arrival that first used it after that would fail on it
+/// as if the server had lost it. A link that fails to open or to answer,
+/// or that the server closes, is `None`: its first request reconnects
+/// (and fails if that fails).
+async fn opened(target: Target, request: &Bytes, connections: usize) -> Vec<Option<Link>> {
+    let mut warming = tokio::task::JoinSet::new();
+    for id in 0..connections {
+        let request = request.clone();
+        warming.spawn(async move {
+            let link = async {
+                let mut link = Link::connect(target).await.ok()?;
+                let answer = link.exchange(&request, false).await.ok()?;
+                (!answer.close).then_some(link)
+            };
+            (id, link.await)
+        });
+    }
+    let mut links: Vec<Option<Link>> = (0..connections).map(|_| None).collect();
+    while let Some(joined) = warming.join_next().await {
+        if let Ok((id, link)) = joined {
+            links[id] = link;
+        }
+    }
+    links
+}
+
 /// Runs the open loop on `connections` connections to `target`.
 pub(crate) async fn run(
     target: Target,
@@ -376,10 +409,8 @@ pub(crate) async fn run(
 ) -> Measured {
     let (done_tx, done) = mpsc::unbounded_channel();
     let mut jobs = Vec::with_capacity(connections);
-    for id in 0..connections {
-        // Opened before the first arrival; one that fails is retried by its
-        // first request (and fails that request if it fails again).
-        let link = Link::connect(target).await.ok();
+    let links = opened(target, &requests.normal, connections).await;
+    for (id, link) in links.into_iter().enumerate() {
         let (tx, rx) = mpsc::channel(1);
         jobs.push(tx);
         tokio::spawn(connection(
@@ -460,6 +491,9 @@ pub(crate) async fn run(
 #[cfg(test)]
 mod tests {
     use std::net::SocketAddr;
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
@@ -561,5 +595,52 @@ mod tests {
             .first_refusal
             .unwrap()
             .starts_with("503 with Retry-After: busy"));
+    }
+
+    /// The connections that sent a request (each counted at its first).
+    async fn counting_server() -> (SocketAddr, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counter = asked.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    let mut first = true;
+                    while let Ok(got) = s.read(&mut buf).await {
+                        if got == 0 {
+                            return;
+                        }
+                        if std::mem::take(&mut first) {
+                            counter.fetch_add(1, Ordering::SeqCst);
+                        }
+                        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                        if s.write_all(answer).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, asked)
+    }
+
+    #[tokio::test]
+    async fn every_connection_carries_a_request_before_the_first_arrival() {
+        let (addr, asked) = counting_server().await;
+        let target = Target {
+            addr,
+            grpc: false,
+            rate: None,
+        };
+        let request = Bytes::from_static(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        let links = opened(target, &request, 6).await;
+        // Without it, a connection the arrivals reach late has never sent
+        // a request, and a server's first-request deadline may have closed
+        // it: the request then fails as if the server had lost it.
+        assert!(links.iter().all(Option::is_some));
+        assert_eq!(asked.load(Ordering::SeqCst), 6);
     }
 }
