@@ -1,6 +1,7 @@
 //! CPU accounting from `/proc`: the `utime + stime` of the `--pid` groups
 //! and of the load tool itself, and the whole machine's busy and total
-//! ticks, sampled at the two ends of the measured window.
+//! ticks, sampled at the two ends of the measured window; and the groups'
+//! resident memory (`VmRSS`), for the cost of open connections.
 
 /// utime + stime of a process, in clock ticks (`"self"` for this one).
 pub(crate) fn process_ticks(pid: &str) -> Option<u64> {
@@ -64,6 +65,30 @@ pub(crate) fn sample(groups: &[Vec<String>]) -> CpuSample {
     }
 }
 
+/// Resident memory of a process, KiB (`VmRSS` of `/proc/PID/status`).
+fn rss_kib(pid: &str) -> Option<u64> {
+    status_rss(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?)
+}
+
+/// `VmRSS` (KiB) from the text of `/proc/PID/status`.
+fn status_rss(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line["VmRSS:".len()..]
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Resident KiB of every PID group, summed (None if a process is gone).
+pub(crate) fn group_rss(groups: &[Vec<String>]) -> Vec<Option<u64>> {
+    groups
+        .iter()
+        .map(|g| g.iter().map(|p| rss_kib(p)).sum())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,6 +99,16 @@ mod tests {
         assert_eq!(stat_ticks(stat), Some(12));
         assert_eq!(stat_ticks("42 (x) S 1"), None);
         assert!(process_ticks("self").is_some());
+    }
+
+    #[test]
+    fn the_resident_size_is_read_in_kib() {
+        assert_eq!(
+            status_rss("Name:\tx\nVmRSS:\t   2048 kB\nVmSwap:\t0 kB\n"),
+            Some(2048)
+        );
+        assert_eq!(status_rss("Name:\tx\n"), None);
+        assert!(rss_kib("self").is_some_and(|k| k > 0));
     }
 
     #[test]

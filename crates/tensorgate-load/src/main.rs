@@ -175,6 +175,7 @@ fn main() -> ExitCode {
             warmup: schedule.warmup,
             duration: schedule.duration,
             timeout: schedule.timeout,
+            spread: args.spread,
         };
         let measured = runtime.block_on(open_loop::run(
             target,

@@ -54,6 +54,10 @@ pub(crate) struct Plan {
     pub(crate) duration: Duration,
     /// Per request.
     pub(crate) timeout: Duration,
+    /// Each arrival on an idle connection picked at random (seeded), so
+    /// every connection sends now and then (`--spread`); otherwise on the
+    /// one idle last, so a few connections carry a light load.
+    pub(crate) spread: bool,
 }
 
 /// The bytes of a request of each class.
@@ -162,6 +166,17 @@ pub(crate) struct Measured {
     pub(crate) first_error: Option<String>,
     /// The first 503 answer, as the report's sample of a refusal.
     pub(crate) first_refusal: Option<String>,
+    /// The `--pid` groups' resident memory.
+    pub(crate) rss: Rss,
+}
+
+/// Resident KiB of each `--pid` group: before the connections were opened,
+/// once every one was open (and had carried its first request), at the end
+/// of the measured window.
+pub(crate) struct Rss {
+    pub(crate) before_open: Vec<Option<u64>>,
+    pub(crate) open: Vec<Option<u64>>,
+    pub(crate) end: Vec<Option<u64>>,
 }
 
 /// A request to send now.
@@ -259,9 +274,48 @@ struct Dispatcher {
     measured: Tally,
     first_error: Option<String>,
     first_refusal: Option<String>,
+    /// `Plan::spread`: the state of the generator that picks among the
+    /// idle connections.
+    spread: Option<u64>,
 }
 
 impl Dispatcher {
+    /// Every connection of `jobs` idle, the first to be taken first.
+    fn new(
+        jobs: Vec<mpsc::Sender<Job>>,
+        done: mpsc::UnboundedReceiver<Done>,
+        spread: Option<u64>,
+    ) -> Dispatcher {
+        Dispatcher {
+            idle: (0..jobs.len()).rev().collect(),
+            jobs,
+            done,
+            in_flight: 0,
+            unloaded: Tally::default(),
+            warmup: Tally::default(),
+            measured: Tally::default(),
+            first_error: None,
+            first_refusal: None,
+            spread,
+        }
+    }
+
+    /// The idle connection the next arrival goes out on.
+    fn take_idle(&mut self) -> Option<usize> {
+        let Some(state) = &mut self.spread else {
+            return self.idle.pop();
+        };
+        if self.idle.is_empty() {
+            return None;
+        }
+        // xorshift64: cheap, seeded, evenly spread enough to pick from.
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        let at = (*state % self.idle.len() as u64) as usize;
+        Some(self.idle.swap_remove(at))
+    }
+
     fn tally(&mut self, phase: Phase) -> &mut Tally {
         match phase {
             Phase::Unloaded => &mut self.unloaded,
@@ -289,7 +343,7 @@ impl Dispatcher {
                 high: arrival.high,
                 phase: phase_of(arrival.at),
             };
-            match self.idle.pop() {
+            match self.take_idle() {
                 Some(conn) => match self.jobs[conn].try_send(job) {
                     Ok(()) => self.in_flight += 1,
                     // The connection's task is gone (it cannot be busy:
@@ -409,7 +463,9 @@ pub(crate) async fn run(
 ) -> Measured {
     let (done_tx, done) = mpsc::unbounded_channel();
     let mut jobs = Vec::with_capacity(connections);
+    let rss_before = cpu::group_rss(pid_groups);
     let links = opened(target, &requests.normal, connections).await;
+    let rss_open = cpu::group_rss(pid_groups);
     for (id, link) in links.into_iter().enumerate() {
         let (tx, rx) = mpsc::channel(1);
         jobs.push(tx);
@@ -424,17 +480,9 @@ pub(crate) async fn run(
         ));
     }
     drop(done_tx);
-    let mut d = Dispatcher {
-        jobs,
-        idle: (0..connections).rev().collect(),
-        done,
-        in_flight: 0,
-        unloaded: Tally::default(),
-        warmup: Tally::default(),
-        measured: Tally::default(),
-        first_error: None,
-        first_refusal: None,
-    };
+    // Never 0: xorshift stays at 0.
+    let spread = plan.spread.then_some(plan.seed | 1);
+    let mut d = Dispatcher::new(jobs, done, spread);
     if let Some((rate, span)) = plan.unloaded {
         let share = if plan.share > 0.0 {
             UNLOADED_SHARE
@@ -455,7 +503,8 @@ pub(crate) async fn run(
         let t = Instant::now();
         tokio::time::sleep_until(end).await;
         let after = cpu::sample(&groups);
-        (before, after, t.elapsed().as_secs_f64())
+        let rss = cpu::group_rss(&groups);
+        (before, after, t.elapsed().as_secs_f64(), rss)
     });
     let arrivals = Arrivals::new(plan.rate, plan.share, plan.seed, warmup + plan.duration);
     d.send(start, arrivals, |at| {
@@ -467,13 +516,14 @@ pub(crate) async fn run(
     })
     .await;
     d.drain().await;
-    let (before, after, window) = match sampler.await {
+    let (before, after, window, rss_end) = match sampler.await {
         Ok(samples) => samples,
         // Not sampled: no CPU reported.
         Err(_) => (
             cpu::sample(pid_groups),
             cpu::sample(pid_groups),
             plan.duration.as_secs_f64(),
+            cpu::group_rss(pid_groups),
         ),
     };
     Measured {
@@ -485,6 +535,11 @@ pub(crate) async fn run(
         window,
         first_error: d.first_error,
         first_refusal: d.first_refusal,
+        rss: Rss {
+            before_open: rss_before,
+            open: rss_open,
+            end: rss_end,
+        },
     }
 }
 
@@ -565,6 +620,7 @@ mod tests {
             warmup: Duration::from_millis(50),
             duration: Duration::from_millis(250),
             timeout: Duration::from_secs(5),
+            spread: false,
         };
         let m = run(target, requests, 3, &plan, &[]).await;
         let expected = |rate, share, seed, span| {
@@ -642,5 +698,21 @@ mod tests {
         // it: the request then fails as if the server had lost it.
         assert!(links.iter().all(Option::is_some));
         assert_eq!(asked.load(Ordering::SeqCst), 6);
+    }
+
+    #[test]
+    fn spread_picks_among_the_idle_connections_and_takes_each_once() {
+        let dispatcher = |spread| {
+            let jobs = (0..6).map(|_| mpsc::channel(1).0).collect();
+            Dispatcher::new(jobs, mpsc::unbounded_channel().1, spread)
+        };
+        let mut last = dispatcher(None);
+        let order: Vec<_> = std::iter::from_fn(|| last.take_idle()).collect();
+        assert_eq!(order, [0, 1, 2, 3, 4, 5]);
+        let mut spread = dispatcher(Some(7));
+        let mut order: Vec<_> = std::iter::from_fn(|| spread.take_idle()).collect();
+        assert_ne!(order, [0, 1, 2, 3, 4, 5]);
+        order.sort_unstable();
+        assert_eq!(order, [0, 1, 2, 3, 4, 5]);
     }
 }

@@ -228,6 +228,19 @@ fn class_json(c: &Class, window: f64) -> Value {
     })
 }
 
+/// Bytes of resident memory each `--pid` group grew by per open
+/// connection (`None` where a sample is missing).
+fn per_connection(rss: &open_loop::Rss, connections: usize) -> Vec<Option<f64>> {
+    rss.before_open
+        .iter()
+        .zip(&rss.open)
+        .map(|(before, open)| {
+            Some((open.as_ref()? * 1024) as f64 - (before.as_ref()? * 1024) as f64)
+        })
+        .map(|grown| grown.map(|g| g / connections as f64))
+        .collect()
+}
+
 /// The open loop's report: per phase both classes together and each
 /// apart. Failed: a failed check, or not one 200 in the window.
 pub(crate) fn open_loop(args: &Args, run: &OpenRun<'_>) -> (String, bool) {
@@ -273,6 +286,12 @@ pub(crate) fn open_loop(args: &Args, run: &OpenRun<'_>) -> (String, bool) {
         "client_cpu_us_per_req": cpu.client_us_per_req,
         "client_cpu_cores": cpu.client_cores,
         "machine_busy": cpu.machine_busy,
+        "rss_kib": {
+            "before_open": m.rss.before_open,
+            "open": m.rss.open,
+            "end": m.rss.end,
+        },
+        "rss_per_connection_bytes": per_connection(&m.rss, args.connections),
     });
     if let (Value::Object(report), Value::Object(fields)) = (&mut report, fields) {
         report.extend(fields);
@@ -474,6 +493,11 @@ mod tests {
             window: 2.0,
             first_error: None,
             first_refusal: None,
+            rss: open_loop::Rss {
+                before_open: vec![Some(1000)],
+                open: vec![Some(1040)],
+                end: vec![Some(1100)],
+            },
         };
         let (text, failed) = open_loop(
             &args,
@@ -490,6 +514,8 @@ mod tests {
             (r["offered"].as_u64(), r["sent"].as_u64()),
             (Some(11), Some(9))
         );
+        // 40 KiB grown over the command line's 4 connections.
+        assert_eq!(r["rss_per_connection_bytes"][0].as_f64(), Some(10240.0));
         assert_eq!(
             (r["ok"].as_u64(), r["goodput_rps"].as_f64()),
             (Some(3), Some(1.5))
