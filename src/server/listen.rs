@@ -30,6 +30,7 @@ use crate::front::http::admin::AdminApp;
 use crate::front::http::conn::{self, H2App};
 use crate::front::http::session::GatewayService;
 use crate::front::http::tls::ReloadingCert;
+use crate::front::http::write_buffer::WriteBuffered;
 use crate::front::http::Routes;
 
 /// Every listening socket of the process, bound and not yet serving.
@@ -360,40 +361,59 @@ impl Clients {
     }
 
     /// One client connection: TLS or first bytes within the handshake
-    /// deadline, then HTTP/1 or h2 until it closes.
+    /// deadline, then HTTP/1 or h2 until it closes. The TLS handshake and
+    /// the h2 server are boxed: their futures are large, and inline they
+    /// would make every connection's task as large, HTTP/1 ones too.
     async fn serve(&self, tcp: TcpStream, _slot: Slot, tls: Option<Arc<Acceptor>>) {
         let timeouts = &self.service.gateway().config().connections;
         let _ = tcp.set_nodelay(true);
-        let fd = tcp.as_raw_fd();
-        let mut l4 = L4Stream::from(tcp);
-        l4.set_socket_digest(SocketDigest::from_raw_fd(fd));
         let Some(acceptor) = tls else {
-            let sniffed = tokio::time::timeout(timeouts.handshake_timeout(), sniff(&mut l4));
+            let mut tcp = tcp;
+            let sniffed = tokio::time::timeout(timeouts.handshake_timeout(), async {
+                // Readiness first: a connection that has not spoken yet
+                // holds no buffer.
+                tcp.readable().await?;
+                sniff(&mut tcp).await
+            });
             // Silent past the deadline, closed or broken: nothing was
             // asked, nothing is answered.
             let Ok(Ok(Some((protocol, seen)))) = sniffed.await else {
                 return;
             };
             if protocol == Protocol::H2c {
+                let mut l4 = pingora_stream(tcp);
                 l4.rewind(&seen);
-                return self.h2.serve(Box::new(l4), &self.shutdown).await;
+                return Box::pin(self.h2.serve(Box::new(l4), &self.shutdown)).await;
             }
-            let stream = Box::new(l4);
+            // The socket itself, not pingora's stream around it: waiting
+            // for the next request then needs no buffer (`conn`).
+            let stream = WriteBuffered::plain(tcp);
             return conn::serve_http1(&self.service, stream, seen, &self.shutdown, &self.open)
                 .await;
         };
-        let handshake =
-            tokio::time::timeout(timeouts.handshake_timeout(), acceptor.tls_handshake(l4));
-        let Ok(Ok(stream)) = handshake.await else {
+        let handshake = tokio::time::timeout(
+            timeouts.handshake_timeout(),
+            acceptor.tls_handshake(pingora_stream(tcp)),
+        );
+        let Ok(Ok(stream)) = Box::pin(handshake).await else {
             return;
         };
         let stream: Stream = Box::new(stream);
         if matches!(stream.selected_alpn_proto(), Some(ALPN::H2)) {
-            return self.h2.serve(stream, &self.shutdown).await;
+            return Box::pin(self.h2.serve(stream, &self.shutdown)).await;
         }
+        let stream = WriteBuffered::wrap(stream);
         let first = bytes::BytesMut::new();
         conn::serve_http1(&self.service, stream, first, &self.shutdown, &self.open).await
     }
+}
+
+/// pingora's stream over an accepted socket, with the socket's addresses.
+fn pingora_stream(tcp: TcpStream) -> L4Stream {
+    let fd = tcp.as_raw_fd();
+    let mut l4 = L4Stream::from(tcp);
+    l4.set_socket_digest(SocketDigest::from_raw_fd(fd));
+    l4
 }
 
 /// Over the cap: the HTTP front's `503` (`Connection: close`), written
@@ -426,9 +446,7 @@ fn spawn_admin(
         move |tcp| {
             let (app, shutdown) = (app.clone(), shutdown.clone());
             tokio::spawn(async move {
-                let fd = tcp.as_raw_fd();
-                let mut l4 = L4Stream::from(tcp);
-                l4.set_socket_digest(SocketDigest::from_raw_fd(fd));
+                let l4 = pingora_stream(tcp);
                 let _ = app.process_new(Box::new(l4), &shutdown).await;
             });
             std::future::ready(())
