@@ -66,13 +66,14 @@ pub(crate) async fn serve_http1(
         // lives only while it is served. Inline, every idle connection's
         // task would hold its 20 KiB (measured: the connection task's
         // future was 21,472 bytes, the handler's 9,984 of them).
-        let served = Box::pin(one_request(
-            service,
-            stream,
-            std::mem::take(&mut first),
-            shutdown,
-        ));
-        match served.await {
+        // Written into its box where it is made: `Box::pin` would make it
+        // on the stack and copy its whole size into the box.
+        let slot = Box::new_uninit();
+        let served = Box::write(
+            slot,
+            one_request(service, stream, std::mem::take(&mut first), shutdown),
+        );
+        match Box::into_pin(served).await {
             After::Reuse(next, over) => {
                 stream = next;
                 first = over;
