@@ -213,8 +213,10 @@ async fn next_bytes(
 
 /// Reads the next request's first bytes into `into`. Over plain TCP the
 /// wait is for the socket's readiness, and the buffer is taken only once
-/// bytes are there: an idle keep-alive connection holds none (TLS keeps
-/// its read buffer while it waits, as its records need one).
+/// bytes are there: an idle keep-alive connection holds none. A TLS
+/// connection waits with its buffer: decrypted bytes may already sit in
+/// the TLS layer, where the socket's readiness does not show them, and
+/// pingora's TLS stream does not expose that readiness anyway.
 async fn read_first(stream: &mut Stream, into: &mut BytesMut) -> std::io::Result<usize> {
     let Some(tcp) = WriteBuffered::tcp(stream) else {
         into.reserve(FIRST_READ);
