@@ -45,14 +45,13 @@ use crate::front::http::HttpResponse;
 /// ([`close_lingering`]).
 pub(crate) async fn serve_http1(
     service: &GatewayService,
-    stream: Stream,
+    mut stream: Stream,
     mut first: BytesMut,
     shutdown: &ShutdownWatch,
     open: &OpenConnections,
 ) {
     let timeouts = &service.gateway().config().connections;
     let mut wait = timeouts.handshake_timeout();
-    let mut stream = stream;
     loop {
         if first.is_empty() {
             match next_bytes(&mut stream, &mut first, wait, open).await {
@@ -65,8 +64,8 @@ pub(crate) async fn serve_http1(
         // Boxed: the request's future (its head, the handler, the answer)
         // lives only while it is served. Inline, every idle connection's
         // task would hold its 20 KiB (measured: the connection task's
-        // future was 21,472 bytes, the handler's 9,984 of them).
-        // Written into its box where it is made: `Box::pin` would make it
+        // future was 21,472 bytes, the handler's 9,984 of them). It is
+        // written into its box where it is made: `Box::pin` would make it
         // on the stack and copy its whole size into the box.
         let slot = Box::new_uninit();
         let served = Box::write(
@@ -150,10 +149,7 @@ async fn finish(session: ServerSession) -> After {
     match h1.reuse().await {
         Ok(Some(reusable)) => {
             let (stream, over) = reusable.into_parts();
-            // The session's read buffer comes back with what it read past
-            // this request; kept empty, it would be held while idle.
-            let over = over.filter(|o| !o.is_empty()).unwrap_or_default();
-            After::Reuse(stream, over)
+            After::Reuse(stream, over.unwrap_or_default())
         }
         _ => After::Gone,
     }

@@ -95,19 +95,10 @@ impl WriteBuffered {
         }
     }
 
-    fn writer(&mut self) -> Pin<&mut (dyn AsyncWrite + Unpin + Send)> {
-        match &mut self.inner {
-            Inner::Tcp(tcp, _) => Pin::new(tcp),
-            Inner::Other(stream) => Pin::new(stream),
-        }
-    }
-
     /// Writes out what is held.
     fn poll_send_held(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.sent < self.held.len() {
-            let (held, sent) = (std::mem::take(&mut self.held), self.sent);
-            let wrote = self.writer().poll_write(cx, &held[sent..]);
-            self.held = held;
+            let wrote = self.inner.writer().poll_write(cx, &self.held[self.sent..]);
             match ready!(wrote) {
                 Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Ok(n) => self.sent += n,
@@ -124,6 +115,15 @@ impl WriteBuffered {
         ready!(self.poll_send_held(cx))?;
         self.held = Vec::new();
         Poll::Ready(Ok(()))
+    }
+}
+
+impl Inner {
+    fn writer(&mut self) -> Pin<&mut (dyn AsyncWrite + Unpin + Send)> {
+        match self {
+            Inner::Tcp(tcp, _) => Pin::new(tcp),
+            Inner::Other(stream) => Pin::new(stream),
+        }
     }
 }
 
@@ -150,7 +150,7 @@ impl AsyncWrite for WriteBuffered {
             ready!(self.poll_send_held(cx))?;
         }
         if buf.len() >= CAPACITY {
-            return self.writer().poll_write(cx, buf);
+            return self.inner.writer().poll_write(cx, buf);
         }
         if self.held.capacity() == 0 {
             self.held.reserve_exact(CAPACITY);
@@ -161,12 +161,12 @@ impl AsyncWrite for WriteBuffered {
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         ready!(self.poll_release(cx))?;
-        self.writer().poll_flush(cx)
+        self.inner.writer().poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         ready!(self.poll_release(cx))?;
-        self.writer().poll_shutdown(cx)
+        self.inner.writer().poll_shutdown(cx)
     }
 }
 
