@@ -15,7 +15,6 @@ use super::health::{self, ReadyCheck};
 use super::load_report::{self, LoadReportSettings};
 use super::select::{self, Candidates};
 use super::UpstreamSettings;
-use crate::config::Balance;
 use crate::error::{Error, Kind, Result};
 use crate::metrics::Metrics;
 
@@ -236,18 +235,7 @@ impl Pool {
     }
 
     fn choose(&self, members: &Members, accept: &dyn Fn(&Backend) -> bool) -> Option<Arc<Backend>> {
-        match self.settings.balance {
-            Balance::RoundRobin => {
-                let lb_accept = |b: &LbBackend, _health: bool| {
-                    members.by_addr.get(&inet(b)).is_some_and(|b| accept(b))
-                };
-                let chosen = self
-                    .lb
-                    .select_with(b"", members.ordered.len() * 2 + 1, lb_accept)?;
-                members.by_addr.get(&inet(&chosen)).cloned()
-            }
-            _ => self.picker.pick(Candidates::new(&members.ordered, accept)),
-        }
+        self.picker.pick(Candidates::new(&members.ordered, accept))
     }
 
     /// The sequence's backend: the first on the ring (from the key's hash)

@@ -1,8 +1,15 @@
-//! Balancing by load: least outstanding requests and the power of two
-//! choices, over the backends a request may go to. (Round robin and the
-//! sticky ring come from pingora-load-balancing, in `pool.rs`.) Both are
-//! one pass over the membership without allocation: the cost per request
-//! does not grow beyond reading one counter per backend.
+//! Choosing among the backends a request may go to: round robin, least
+//! outstanding requests and the power of two choices. (The sticky ring
+//! comes from pingora-load-balancing, in `pool.rs`.) Each is one pass over
+//! the membership without allocation: the cost per request does not grow
+//! beyond reading one counter per backend.
+//!
+//! Round robin is the turn counter the others keep anyway, not
+//! pingora-load-balancing's `RoundRobin`: with every weight 1 (discovery
+//! gives no others) its selection is the same rotation, but reached
+//! through its own backend set and a lookup of each candidate's address in
+//! the membership, ~2,300 instructions of every request against ~100 here
+//! (`scripts/bench-instructions`, docs/performance.md).
 //!
 //! A backend's load is its in-flight count; with load reports on
 //! (`load_report.rs`), plus the requests its server reported waiting in its
@@ -70,10 +77,24 @@ impl Picker {
     ) -> Option<Arc<Backend>> {
         let turn = self.counter.fetch_add(1, Relaxed);
         match self.balance {
+            Balance::RoundRobin => round_robin(candidates, turn),
             Balance::PowerOfTwo => power_of_two(candidates, mix(turn), load),
-            _ => least_outstanding(candidates, turn, load),
+            Balance::LeastOutstanding => least_outstanding(candidates, turn, load),
         }
     }
+}
+
+/// The first acceptable backend from the turn's place on: each backend in
+/// turn, a refused one's turn passing to the next.
+fn round_robin(candidates: &Candidates, turn: u64) -> Option<Arc<Backend>> {
+    let all = candidates.all;
+    let start = (turn % all.len().max(1) as u64) as usize;
+    let (after, before) = all.split_at(start.min(all.len()));
+    before
+        .iter()
+        .chain(after)
+        .find(|b| (candidates.accept)(b))
+        .cloned()
 }
 
 /// The least loaded; among equals, the first after a rotating start.
@@ -156,6 +177,23 @@ mod tests {
     }
 
     #[test]
+    fn round_robin_takes_each_backend_in_turn_and_passes_a_refused_ones_turn_on() {
+        let all = backends(3);
+        let picker = Picker::new(Balance::RoundRobin, false);
+        let pick = |accept: &dyn Fn(&Backend) -> bool| {
+            let chosen = picker.pick(Candidates::new(&all, accept)).unwrap();
+            chosen.addr.port() - 1000
+        };
+        let any = |_: &Backend| true;
+        let turns: Vec<u16> = (0..6).map(|_| pick(&any)).collect();
+        assert_eq!(turns, [0, 1, 2, 0, 1, 2]);
+        // Backend 1 refused: its turns go to backend 2.
+        let not_1 = |b: &Backend| b.addr.port() != 1001;
+        let turns: Vec<u16> = (0..6).map(|_| pick(&not_1)).collect();
+        assert_eq!(turns, [0, 2, 2, 0, 2, 2]);
+    }
+
+    #[test]
     fn least_outstanding_rotates_among_equals() {
         let all = backends(4);
         let accept = |_: &Backend| true;
@@ -188,7 +226,11 @@ mod tests {
     fn nobody_acceptable_is_none() {
         let all = backends(2);
         let accept = |_: &Backend| false;
-        for balance in [Balance::LeastOutstanding, Balance::PowerOfTwo] {
+        for balance in [
+            Balance::RoundRobin,
+            Balance::LeastOutstanding,
+            Balance::PowerOfTwo,
+        ] {
             assert!(Picker::new(balance, false)
                 .pick(Candidates::new(&all, &accept))
                 .is_none());
