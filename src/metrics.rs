@@ -11,11 +11,12 @@
 //! the series of a rule are made once, when it is compiled
 //! (`app::routing`), so a call counts without a lookup.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 /// Latency buckets (seconds): 100 µs … 60 s, the range of a gateway hop
@@ -66,6 +67,31 @@ pub struct Metrics {
     backend_inflight: IntGaugeVec,
     backend_reported_pending: IntGaugeVec,
     group_usable: IntGaugeVec,
+    /// Each route's series of the per-request metrics labelled by route
+    /// alone, looked up once per route name ([`Metrics::route_series`]).
+    routes: [OnceLock<(&'static str, RouteSeries)>; ROUTE_SLOTS],
+}
+
+/// More than the route names there are (the `Route` variants and the
+/// OpenAI front's); a name beyond them is looked up on every request.
+const ROUTE_SLOTS: usize = 48;
+
+/// One route's series of [`Metrics`] labelled by route alone, taken from
+/// their vectors once: a labelled lookup hashes its labels under a lock,
+/// ~300 instructions each, four on every request
+/// (`scripts/bench-instructions`, docs/performance.md).
+pub struct RouteSeries {
+    pub request_seconds: Histogram,
+    pub gateway_seconds: Histogram,
+    pub bytes_in: IntCounter,
+    pub bytes_out: IntCounter,
+}
+
+/// One backend's series of successful calls, taken once and kept by the
+/// backend ([`Metrics::upstream_ok`]), for the reason [`RouteSeries`] is.
+pub struct UpstreamSeries {
+    ok: IntCounter,
+    seconds: Histogram,
 }
 
 impl Metrics {
@@ -134,8 +160,39 @@ impl Metrics {
             admission_queued: gauge("tensorgate_admission_queue_length", "Calls waiting in a group's admission queue.", &["group"]),
             admission_in_flight: gauge("tensorgate_admission_in_flight", "Calls holding a slot of a group's admission control.", &["group"]),
             admission_limit: gauge("tensorgate_admission_limit", "The limit of a group's admission control now (the adaptive limit's current value).", &["group"]),
+            routes: std::array::from_fn(|_| OnceLock::new()),
             registry,
         }
+    }
+
+    /// `record` with the series of route `name`: those of the slot that
+    /// holds it, or of the first free slot, which then holds it. Slots are
+    /// only ever filled, so a name found once stays where it was found.
+    pub fn route_series(&self, name: &'static str, record: impl FnOnce(&RouteSeries)) {
+        let make = || RouteSeries {
+            request_seconds: self.request_seconds.with_label_values(&[name]),
+            gateway_seconds: self.gateway_seconds.with_label_values(&[name]),
+            bytes_in: self.bytes_in.with_label_values(&[name]),
+            bytes_out: self.bytes_out.with_label_values(&[name]),
+        };
+        for slot in &self.routes {
+            let (held, series) = slot.get_or_init(|| (name, make()));
+            if *held == name {
+                return record(series);
+            }
+        }
+        record(&make());
+    }
+
+    /// One upstream call to the backend labelled `label` succeeded, its
+    /// series kept in `series` (the backend's) from the first.
+    pub fn upstream_ok(&self, series: &OnceLock<UpstreamSeries>, label: &str, took: Duration) {
+        let series = series.get_or_init(|| UpstreamSeries {
+            ok: self.upstream_calls.with_label_values(&[label, "ok"]),
+            seconds: self.upstream_seconds.with_label_values(&[label]),
+        });
+        series.ok.inc();
+        series.seconds.observe(took.as_secs_f64());
     }
 
     /// One upstream call finished (called by the pool).

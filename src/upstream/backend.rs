@@ -15,6 +15,7 @@ use super::h2_transport::{H2Settings, H2Transport};
 use super::raw::RawClient;
 use super::transport::Transport;
 use super::{thread_slot, Client, UpstreamSettings};
+use crate::metrics::UpstreamSeries;
 use crate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
 
 /// Flow-control window of one upstream call: what the backend may send
@@ -115,6 +116,8 @@ pub struct Backend {
     models_refreshed_ms: AtomicU64,
     /// Requests this backend has answered or failed (for the admin view).
     served: AtomicU64,
+    /// Its series of successful calls (`Metrics::upstream_ok`).
+    ok_series: OnceLock<UpstreamSeries>,
     /// The [`OptionalRpc`]s it answered `UNIMPLEMENTED`, one bit each;
     /// forgotten when it fails a check (a restart may bring another server).
     missing: AtomicU8,
@@ -167,6 +170,11 @@ impl Report {
 }
 
 impl Backend {
+    /// Its series of successful calls, taken at its first.
+    pub(crate) fn ok_series(&self) -> &OnceLock<UpstreamSeries> {
+        &self.ok_series
+    }
+
     pub(super) fn new(addr: SocketAddr, settings: Arc<UpstreamSettings>) -> Backend {
         let origin = origin(addr, settings.tls.is_some());
         Backend {
@@ -186,6 +194,7 @@ impl Backend {
             models: RwLock::new(Arc::new(Models::Unknown)),
             models_refreshed_ms: AtomicU64::new(u64::MAX),
             served: AtomicU64::new(0),
+            ok_series: OnceLock::new(),
             missing: AtomicU8::new(0),
             last_error: RwLock::new(None),
             has_error: AtomicBool::new(false),

@@ -287,7 +287,8 @@ impl Pool {
     /// [`Pool::attempt_failed`]: unary attempts and streams alike.
     pub(super) fn attempt_succeeded(&self, backend: &Backend, clock: AttemptClock) {
         let took = clock.ended();
-        self.metrics().upstream_call(&backend.label, "ok", took);
+        self.metrics()
+            .upstream_ok(backend.ok_series(), &backend.label, took);
         backend.record_success();
     }
 

@@ -159,7 +159,7 @@ pub async fn answer(gateway: &Arc<Gateway>, plan: &Plan, mut req: HttpRequest) -
 
 fn account(
     gateway: &Gateway,
-    name: &str,
+    name: &'static str,
     model: &str,
     (bytes_in, status, bytes_out): (usize, u16, usize),
     took: std::time::Duration,
@@ -169,18 +169,13 @@ fn account(
     let mut status_text = itoa::Buffer::new();
     let status = status_text.format(status);
     m.requests.with_label_values(&[name, model, status]).inc();
-    m.request_seconds
-        .with_label_values(&[name])
-        .observe(took.as_secs_f64());
-    m.gateway_seconds
-        .with_label_values(&[name])
-        .observe(took.saturating_sub(upstream).as_secs_f64());
-    m.bytes_in
-        .with_label_values(&[name])
-        .inc_by(bytes_in as u64);
-    m.bytes_out
-        .with_label_values(&[name])
-        .inc_by(bytes_out as u64);
+    m.route_series(name, |series| {
+        series.request_seconds.observe(took.as_secs_f64());
+        let own = took.saturating_sub(upstream);
+        series.gateway_seconds.observe(own.as_secs_f64());
+        series.bytes_in.inc_by(bytes_in as u64);
+        series.bytes_out.inc_by(bytes_out as u64);
+    });
 }
 
 /// The answer to a request refused before its handler ran (access rules,
