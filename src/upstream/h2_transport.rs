@@ -20,7 +20,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use h2::client::SendRequest;
 use h2::{RecvStream, SendStream};
-use http_body::{Body as _, Frame};
+use http_body::Frame;
 use tonic::body::Body;
 
 pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -145,7 +145,10 @@ impl H2Transport {
 
     /// One call: HEADERS and whatever the body has ready go out from this
     /// task; a streaming body's later messages from a task of their own.
-    async fn send(self, request: http::Request<Body>) -> Result<http::Response<Body>, BoxError> {
+    pub(super) async fn send<B: SentBody>(
+        self,
+        request: http::Request<B>,
+    ) -> Result<http::Response<Body>, BoxError> {
         let mut sender = self.ready_sender().await?;
         let (parts, mut body) = request.into_parts();
         let end = body.is_end_stream();
@@ -178,9 +181,21 @@ impl Drop for MarkOnDrop {
     }
 }
 
+/// What a call's body may be: tonic's, or a message's pieces sent as
+/// they are (`transport`), polled in place.
+pub(super) trait SentBody:
+    http_body::Body<Data = Bytes, Error = tonic::Status> + Unpin + Send + 'static
+{
+}
+
+impl<B> SentBody for B where
+    B: http_body::Body<Data = Bytes, Error = tonic::Status> + Unpin + Send + 'static
+{
+}
+
 /// Sends the body frames that are ready now; `true` once the body ended.
-fn send_ready(
-    body: &mut Body,
+fn send_ready<B: SentBody>(
+    body: &mut B,
     stream: &mut SendStream<Bytes>,
     cx: &mut Context<'_>,
 ) -> Result<bool, BoxError> {
@@ -199,9 +214,9 @@ fn send_ready(
 /// Sends one polled frame (`None`: the end); `true` once the body ended.
 /// A body that knows it ended after this frame (see `transport::Pieces`)
 /// ends the stream with it, not with one more empty DATA frame.
-fn send_frame(
+fn send_frame<B: SentBody>(
     frame: Option<Result<Frame<Bytes>, tonic::Status>>,
-    body: &Body,
+    body: &B,
     stream: &mut SendStream<Bytes>,
 ) -> Result<bool, BoxError> {
     match frame {
@@ -237,7 +252,7 @@ fn send_frame(
 /// stream holds beyond that one frame, so each frame would wait for the
 /// previous one to be written: one `writev` per 64 KiB of a streamed
 /// `/infer` body (measured: 36 per 2×1 MiB request instead of 4).
-async fn send_rest(mut body: Body, mut stream: SendStream<Bytes>) {
+async fn send_rest<B: SentBody>(mut body: B, mut stream: SendStream<Bytes>) {
     loop {
         if stream.capacity() == 0 {
             stream.reserve_capacity(RESERVE);

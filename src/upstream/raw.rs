@@ -83,14 +83,13 @@ impl RawClient {
         *request.version_mut() = http::Version::HTTP_2;
         *request.uri_mut() = self.uri;
         *request.headers_mut() = headers(metadata, timeout);
-        request.extensions_mut().insert(message);
         // tonic's `Channel` (TLS backends) takes a call only once ready.
         std::future::poll_fn(|cx| self.transport.poll_ready(cx))
             .await
             .map_err(Status::from_error)?;
         let reply = self
             .transport
-            .call(request)
+            .call_encoded(request, message)
             .await
             .map_err(Status::from_error)?;
         refused(&reply).map_or(Ok(tonic::Response::new(reply)), Err)

@@ -80,6 +80,34 @@ impl Service<http::Request<Body>> for Transport {
 /// and the transport resets the stream (`CANCEL`): the backend never sees a
 /// complete message. The body ends with its last piece, so that piece's
 /// DATA frame carries END_STREAM.
+impl Transport {
+    /// `request` with `message`'s pieces as its body, its answer walked
+    /// into the message's tap (as [`Service::call`] does with a message in
+    /// the request's extensions). On the direct transport the call is
+    /// made in place: without the extension's map, the body's box and the
+    /// boxed future `call` returns (~1,000 instructions of every raw call,
+    /// `scripts/bench-instructions`).
+    pub(crate) async fn call_encoded(
+        &mut self,
+        mut request: http::Request<Body>,
+        message: EncodedInfer,
+    ) -> Result<http::Response<Body>, BoxError> {
+        let Inner::Direct(direct) = &self.0 else {
+            request.extensions_mut().insert(message);
+            return self.call(request).await;
+        };
+        let tap = message.tap().cloned();
+        let reply = direct
+            .clone()
+            .send(request.map(|_| Pieces::new(message)))
+            .await?;
+        Ok(match tap {
+            None => reply,
+            Some(tap) => reply.map(|body| tap.walk(body)),
+        })
+    }
+}
+
 struct Pieces {
     pieces: std::vec::IntoIter<Piece>,
     /// This attempt's reader of the body's rest (streamed messages only).
