@@ -91,10 +91,20 @@ impl Route {
             _ => {}
         }
         let rest = path.strip_prefix("/v2/")?;
-        let segments: Vec<&str> = rest.split('/').collect();
-        if segments.iter().any(|s| s.is_empty()) {
-            return None;
+        // Held in place, not collected (an allocation on every request):
+        // the longest route has five segments, so a path with more than
+        // `MAX_SEGMENTS` is no route, as a path with an empty one is not.
+        const MAX_SEGMENTS: usize = 8;
+        let mut held = [""; MAX_SEGMENTS];
+        let mut n = 0;
+        for segment in rest.split('/') {
+            if segment.is_empty() || n == MAX_SEGMENTS {
+                return None;
+            }
+            held[n] = segment;
+            n += 1;
         }
+        let segments = &held[..n];
         match segments[0] {
             "models" => model_route(&segments[1..]),
             "systemsharedmemory" => shm_route(&segments[1..])

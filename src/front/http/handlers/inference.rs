@@ -215,7 +215,9 @@ fn forward_headers(gateway: &Gateway, req: &HttpRequest, request: &mut InferRequ
 /// A collected answer: Triton's JSON header and binary outputs, compressed
 /// as negotiated (v2 §3.2, v2 §4.1).
 fn encoded_answer(encoded: v2_response::Encoded, encoding: compress::Encoding) -> HttpResponse {
-    let mut headers = vec![("Content-Type", encoded.content_type().to_string())];
+    // Room for every header it may get: grown from one, it would move.
+    let mut headers = Vec::with_capacity(3);
+    headers.push(("Content-Type", encoded.content_type().to_string()));
     if let Some(n) = encoded.header_length() {
         headers.push(("Inference-Header-Content-Length", n.to_string()));
     }
