@@ -35,9 +35,8 @@ use pingora_core::protocols::http::ServerSession;
 use pingora_core::protocols::l4::stream::Stream as L4Stream;
 use pingora_core::protocols::Stream;
 use pingora_http::ResponseHeader;
-use prost::Message;
-use tensorgate_proto::inference::model_infer_request::InferInputTensor;
-use tensorgate_proto::inference::ModelInferRequest;
+
+mod add_sub;
 
 /// What every request sends and answers, made once at start.
 struct Fixed {
@@ -297,28 +296,11 @@ async fn model_infer(backend: h2::client::SendRequest<Bytes>, call: Bytes) -> Op
     (trailers.get("grpc-status")? == "0").then_some(())
 }
 
-/// The `ModelInfer` request as a gRPC message (5-byte prefix), made once.
+/// The `ModelInfer` request as a gRPC message (5-byte prefix), made once:
+/// both inputs 0, 1, … 15.
 fn call_message() -> Bytes {
-    let input = |name: &str| InferInputTensor {
-        name: name.into(),
-        datatype: "FP32".into(),
-        shape: vec![ELEMENTS as i64],
-        ..Default::default()
-    };
-    let raw: Vec<u8> = (0..ELEMENTS)
-        .flat_map(|i| (i as f32).to_le_bytes())
-        .collect();
-    let request = ModelInferRequest {
-        model_name: "add_sub".into(),
-        inputs: vec![input("INPUT0"), input("INPUT1")],
-        raw_input_contents: vec![Bytes::from(raw.clone()), Bytes::from(raw)],
-        ..Default::default()
-    };
-    let mut message = BytesMut::new();
-    message.put_u8(0);
-    message.put_u32(request.encoded_len() as u32);
-    request.encode(&mut message).expect("a BytesMut grows");
-    message.freeze()
+    let values: Vec<f32> = (0..ELEMENTS).map(|i| i as f32).collect();
+    add_sub::call(&values, &values, &[])
 }
 
 /// The JSON header of the fixed answer.
