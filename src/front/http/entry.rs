@@ -219,7 +219,7 @@ async fn admitted(
             .headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name));
-        value.map(|(_, v)| v.clone())
+        value.map(|(_, v)| bytes::Bytes::copy_from_slice(v.as_bytes()))
     });
     ctx.set_facts(RouteFacts {
         headers,

@@ -3,7 +3,7 @@
 //! converts to and from pingora's types.
 
 use bytes::Bytes;
-use http::Method;
+use http::{HeaderValue, Method};
 
 use crate::body::BodyRest;
 use crate::error::Error;
@@ -33,8 +33,10 @@ pub struct HttpRequest {
     pub method: Method,
     /// Raw path without the query string.
     pub path: String,
-    /// Header names as the client wrote them (case preserved, v2 §4.3).
-    pub headers: Vec<(String, Bytes)>,
+    /// Header names as the client wrote them (case preserved, v2 §4.3),
+    /// and the values as they came: pingora's, which share the buffer the
+    /// head was read into, so taking one copies nothing.
+    pub headers: Vec<(String, HeaderValue)>,
     /// The body; of a streamed `/infer` body, only what came with its
     /// JSON header (at least the header).
     pub body: Bytes,
@@ -54,11 +56,28 @@ pub(crate) struct StreamedRest {
 }
 
 impl HttpRequest {
-    /// A request whose whole body is in hand.
+    /// A request whose whole body is in hand, its header values given as
+    /// bytes (the in-process front and tests). A value HTTP does not allow
+    /// (a control character) is left out, as no HTTP/1 head read off a
+    /// socket could carry it.
     pub fn new(
         method: Method,
         path: impl Into<String>,
         headers: Vec<(String, Bytes)>,
+        body: Bytes,
+    ) -> HttpRequest {
+        let headers = headers
+            .into_iter()
+            .filter_map(|(name, value)| Some((name, HeaderValue::from_maybe_shared(value).ok()?)))
+            .collect();
+        HttpRequest::with_values(method, path, headers, body)
+    }
+
+    /// A request whose whole body is in hand, its headers as read.
+    pub(crate) fn with_values(
+        method: Method,
+        path: impl Into<String>,
+        headers: Vec<(String, HeaderValue)>,
         body: Bytes,
     ) -> HttpRequest {
         HttpRequest {
@@ -82,7 +101,7 @@ impl HttpRequest {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_ref())
+            .map(|(_, v)| v.as_bytes())
     }
 }
 

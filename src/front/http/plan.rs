@@ -8,7 +8,7 @@
 //! `/infer` decodes and answers with it.
 
 use bytes::Bytes;
-use http::Method;
+use http::{HeaderValue, Method};
 
 use crate::body::STREAM_FROM;
 use crate::config::Limits;
@@ -63,33 +63,30 @@ impl Plan {
     pub(crate) fn new(
         route: Route,
         method: &Method,
-        headers: &[(String, Bytes)],
+        headers: &[(String, HeaderValue)],
         limits: &Limits,
     ) -> Plan {
         let header = |name: &str| {
             headers
                 .iter()
                 .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v)
+                .map(|(_, v)| v.as_bytes())
         };
+        // Kept beyond the plan: copied (the rest are only read here).
+        let kept = |name: &str| header(name).map(Bytes::copy_from_slice);
         let mut plan = Plan {
             route,
-            header_length: header(IHCL).cloned(),
-            body_encoding: compress::request_encoding(
-                header("Content-Encoding").map(Bytes::as_ref),
-            ),
-            answer_encoding: compress::negotiate(header("Accept-Encoding").map(Bytes::as_ref)),
+            header_length: kept(IHCL),
+            body_encoding: compress::request_encoding(header("Content-Encoding")),
+            answer_encoding: compress::negotiate(header("Accept-Encoding")),
             declared_length: header("Content-Length")
                 .and_then(|v| std::str::from_utf8(v).ok())
                 .and_then(|v| v.trim().parse().ok()),
             expects_continue: header("Expect")
                 .is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"100-continue")),
             body: Body::Whole,
-            trace: (
-                header("traceparent").cloned(),
-                header("tracestate").cloned(),
-            ),
-            authorization: header("Authorization").cloned(),
+            trace: (kept("traceparent"), kept("tracestate")),
+            authorization: kept("Authorization"),
         };
         plan.body = plan.body_plan(method, limits);
         plan
@@ -157,9 +154,9 @@ mod tests {
     }
 
     fn plan_of(route: Route, method: Method, headers: &[(&str, &str)]) -> Plan {
-        let headers: Vec<(String, Bytes)> = headers
+        let headers: Vec<(String, HeaderValue)> = headers
             .iter()
-            .map(|(n, v)| (n.to_string(), Bytes::copy_from_slice(v.as_bytes())))
+            .map(|(n, v)| (n.to_string(), HeaderValue::from_str(v).unwrap()))
             .collect();
         Plan::new(route, &method, &headers, &Limits::default())
     }

@@ -66,18 +66,13 @@ impl GatewayService {
         let target = text(header.raw_path());
         let path = target.split('?').next().unwrap_or_default().to_string();
         let method = header.method.clone();
-        let headers: Vec<(String, Bytes)> = header
+        let headers: Vec<(String, HeaderValue)> = header
             .case_header_iter()
-            .map(|(name, value)| {
-                (
-                    text(name.as_slice()),
-                    Bytes::copy_from_slice(value.as_bytes()),
-                )
-            })
+            .map(|(name, value)| (text(name.as_slice()), value.clone()))
             .collect();
         // The plan (route and headers, read once) before the body: it
         // says whether the body streams.
-        let mut request = HttpRequest::new(method, path, headers, Bytes::new());
+        let mut request = HttpRequest::with_values(method, path, headers, Bytes::new());
         let Some(plan) = plan_for(&self.gateway, self.routes, &target, &request) else {
             let refusal = HttpResponse::error(&Error::route_not_found());
             return self.write_now(session, refusal, true, shutdown).await;

@@ -204,7 +204,7 @@ fn forward_headers(gateway: &Gateway, req: &HttpRequest, request: &mut InferRequ
     };
     for (name, value) in &req.headers {
         if pattern.is_match(name) {
-            let value = String::from_utf8_lossy(value).into_owned();
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
             request
                 .parameters
                 .push((name.clone(), Param::String(value)));
